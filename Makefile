@@ -1,0 +1,64 @@
+# Tender: `make run` and `make test` work on a fresh Debian 12 with Swift, as root, with nothing else done.
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+export TENDER_DATA_DIR ?= $(CURDIR)/.tender
+SWIFT_FLAGS ?=
+ifeq ($(CI),true)
+SWIFT_FLAGS += -Xswiftc -warnings-as-errors
+endif
+
+.PHONY: deps build release run test bench db-start db-stop clean help
+
+help:
+	@echo "make run    install, build, start local PostgreSQL, migrate, serve on 127.0.0.1:8080"
+	@echo "make test   install, build, run every test against a real PostgreSQL"
+	@echo "make bench  print benchmark figures"
+	@echo "make db-stop  stop the local PostgreSQL cluster"
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	swift build $(SWIFT_FLAGS)
+
+release: deps
+	swift build -c release $(SWIFT_FLAGS)
+
+db-start: deps
+	@scripts/pg.sh start
+
+db-stop:
+	@scripts/pg.sh stop
+
+run: release
+	@if [ -z "$${TENDER_DATABASE_URL:-}" ]; then
+	  scripts/pg.sh start
+	  scripts/pg.sh createdb tender
+	  export TENDER_DATABASE_URL="$$(scripts/pg.sh url tender)"
+	  trap 'scripts/pg.sh stop' EXIT
+	fi
+	.build/release/tender migrate
+	.build/release/tender sandbox bootstrap
+	.build/release/tender serve
+
+test: deps
+	@started=0
+	if [ -z "$${TENDER_DATABASE_URL:-}" ]; then
+	  scripts/pg.sh status | grep -q running || started=1
+	  scripts/pg.sh start
+	  scripts/pg.sh createdb tender_test --fresh
+	  export TENDER_DATABASE_URL="$$(scripts/pg.sh url tender_test)"
+	  export TENDER_TEST_PG_RESTART="$(CURDIR)/scripts/pg.sh restart"
+	  if [ $$started = 1 ]; then trap 'scripts/pg.sh stop' EXIT; fi
+	fi
+	export TENDER_TEST_DATABASE_URL="$$TENDER_DATABASE_URL"
+	swift build --build-tests $(SWIFT_FLAGS)
+	swift test --skip-build
+
+bench: release
+	@scripts/bench.sh
+
+clean:
+	swift package clean

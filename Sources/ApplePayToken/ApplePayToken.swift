@@ -1,0 +1,3 @@
+// ApplePayToken: UnverifiedPaymentToken -> VerifiedPaymentToken -> DecryptedPaymentData.
+import Crypto
+import Money

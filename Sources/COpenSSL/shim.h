@@ -1,0 +1,20 @@
+#ifndef TENDER_COPENSSL_SHIM_H
+#define TENDER_COPENSSL_SHIM_H
+#include <openssl/evp.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/pkcs7.h>
+#include <openssl/cms.h>
+#include <openssl/ec.h>
+#include <openssl/rsa.h>
+#include <openssl/bio.h>
+#include <openssl/core_names.h>
+#include <openssl/kdf.h>
+#include <openssl/ssl.h>
+#endif

@@ -1,0 +1,1 @@
+// Money: ISO 4217 currencies, exact decimal strings, overflow-checked minor-unit arithmetic.

@@ -1,0 +1,119 @@
+import Synchronization
+
+/// An in-process metrics registry rendered in the Prometheus text exposition format (version 0.0.4).
+///
+/// Label sets are bounded by construction: callers label by route pattern (never raw paths) and status.
+public final class MetricsRegistry: Sendable {
+    /// Histogram bucket upper bounds in microseconds.
+    public static let latencyBucketsMicroseconds: [Int64] = [
+        500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 10_000_000,
+    ]
+    /// The most distinct label sets a single metric may hold; more are folded into `other`.
+    public static let labelSetsMax = 2_000
+
+    private struct Histogram {
+        var buckets: [Int64]
+        var sumMicroseconds: Int64 = 0
+        var count: Int64 = 0
+    }
+
+    private struct State {
+        var counters: [String: [String: Int64]] = [:]
+        var histograms: [String: [String: Histogram]] = [:]
+        var help: [String: String] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let gauges = Mutex([String: @Sendable () -> [(labels: String, value: Int64)]]())
+
+    public init() {}
+
+    /// Adds `by` to the counter `name` with the given labels (`key="value"` pairs).
+    public func increment(_ name: String, labels: [(String, String)] = [], by amount: Int64 = 1, help: String = "") {
+        let key = Self.render(labels)
+        state.withLock { s in
+            if s.help[name] == nil { s.help[name] = help }
+            var series = s.counters[name, default: [:]]
+            let slot = series[key] != nil || series.count < Self.labelSetsMax ? key : "other=\"true\""
+            series[slot, default: 0] += amount
+            s.counters[name] = series
+        }
+    }
+
+    /// Records one observation in the latency histogram `name`.
+    public func observe(_ name: String, microseconds: Int64, labels: [(String, String)] = [], help: String = "") {
+        let key = Self.render(labels)
+        state.withLock { s in
+            if s.help[name] == nil { s.help[name] = help }
+            var series = s.histograms[name, default: [:]]
+            let slot = series[key] != nil || series.count < Self.labelSetsMax ? key : "other=\"true\""
+            var h = series[slot] ?? Histogram(buckets: [Int64](repeating: 0, count: Self.latencyBucketsMicroseconds.count))
+            for (i, bound) in Self.latencyBucketsMicroseconds.enumerated() where microseconds <= bound {
+                h.buckets[i] += 1
+            }
+            h.sumMicroseconds += microseconds
+            h.count += 1
+            series[slot] = h
+            s.histograms[name] = series
+        }
+    }
+
+    /// Registers a gauge whose values are read at render time.
+    public func registerGauge(_ name: String, read: @escaping @Sendable () -> [(labels: String, value: Int64)]) {
+        gauges.withLock { $0[name] = read }
+    }
+
+    /// The whole registry in Prometheus text format.
+    public func render() -> String {
+        var out = ""
+        let snapshot = state.withLock { $0 }
+        for name in snapshot.counters.keys.sorted() {
+            if let help = snapshot.help[name], !help.isEmpty { out += "# HELP \(name) \(help)\n" }
+            out += "# TYPE \(name) counter\n"
+            for (labels, value) in snapshot.counters[name, default: [:]].sorted(by: { $0.key < $1.key }) {
+                out += labels.isEmpty ? "\(name) \(value)\n" : "\(name){\(labels)} \(value)\n"
+            }
+        }
+        for name in snapshot.histograms.keys.sorted() {
+            if let help = snapshot.help[name], !help.isEmpty { out += "# HELP \(name) \(help)\n" }
+            out += "# TYPE \(name) histogram\n"
+            for (labels, h) in snapshot.histograms[name, default: [:]].sorted(by: { $0.key < $1.key }) {
+                let prefix = labels.isEmpty ? "" : labels + ","
+                for (i, bound) in Self.latencyBucketsMicroseconds.enumerated() {
+                    out += "\(name)_bucket{\(prefix)le=\"\(Self.seconds(bound))\"} \(h.buckets[i])\n"
+                }
+                out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(h.count)\n"
+                let brace = labels.isEmpty ? "" : "{\(labels)}"
+                out += "\(name)_sum\(brace) \(Self.seconds(h.sumMicroseconds))\n"
+                out += "\(name)_count\(brace) \(h.count)\n"
+            }
+        }
+        let gaugeReaders = gauges.withLock { $0 }
+        for name in gaugeReaders.keys.sorted() {
+            out += "# TYPE \(name) gauge\n"
+            for sample in gaugeReaders[name]?() ?? [] {
+                out += sample.labels.isEmpty ? "\(name) \(sample.value)\n" : "\(name){\(sample.labels)} \(sample.value)\n"
+            }
+        }
+        return out
+    }
+
+    /// Renders microseconds as a decimal number of seconds without floating point.
+    static func seconds(_ micros: Int64) -> String {
+        let whole = micros / 1_000_000
+        var frac = String(micros % 1_000_000)
+        frac = String(repeating: "0", count: 6 - frac.count) + frac
+        while frac.hasSuffix("0") { frac.removeLast() }
+        return frac.isEmpty ? "\(whole)" : "\(whole).\(frac)"
+    }
+
+    static func render(_ labels: [(String, String)]) -> String {
+        labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",")
+    }
+
+    static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\")
+            .replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tender needs, only those that are missing.
+# Runs as root (CI, fresh machines) or through sudo when available.
+set -euo pipefail
+
+packages=(pkg-config libssl-dev libcurl4-openssl-dev libpq-dev libmicrohttpd-dev
+          postgresql-15 postgresql-client-15 wrk procps openssl curl ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "tender: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "tender: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+# The postgresql-common package would create and start a system cluster; Tender runs its own.
+if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+  $sudo mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.conf >/dev/null
+fi
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
