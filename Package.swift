@@ -28,12 +28,15 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"], swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "HTTPClient", dependencies: ["CCurl"], swiftSettings: strict),
 
         // Pure domain core: no I/O.
         .target(name: "Observability", swiftSettings: strict),
         .target(name: "Money", swiftSettings: strict),
         .target(name: "PaymentRequest", dependencies: ["Money"], swiftSettings: strict),
         .target(name: "ApplePayToken", dependencies: ["Crypto", "Money"], swiftSettings: strict),
+        .target(name: "FinanceStore", dependencies: ["Money"], swiftSettings: strict),
+        .target(name: "Reconciliation", dependencies: ["Money"], swiftSettings: strict),
 
         // Shell: routes, auth, stores, configuration, CLI commands.
         .target(name: "TenderServer",
@@ -48,6 +51,9 @@ let package = Package(
         .testTarget(name: "ApplePayTokenTests", dependencies: ["ApplePayToken", "Crypto", "Money"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"]),
+        .testTarget(name: "FinanceStoreTests", dependencies: ["FinanceStore", "Money"]),
+        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Money"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "TenderServerTests", dependencies: ["TenderServer", "Postgres", "HTTPServer", "Crypto", "Money"]),
     ],

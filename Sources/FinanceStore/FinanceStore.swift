@@ -1,0 +1,1 @@
+// FinanceStore: the FinanceKit-shaped transaction model (pure).

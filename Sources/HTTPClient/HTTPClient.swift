@@ -1,0 +1,1 @@
+// HTTPClient: the libcurl wrapper (outbound HTTPS: processors, Apple merchant validation).

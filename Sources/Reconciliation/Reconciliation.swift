@@ -1,0 +1,1 @@
+// Reconciliation: settlement report parsing and matching (pure).
