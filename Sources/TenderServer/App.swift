@@ -1,0 +1,138 @@
+import Foundation
+import HTTPServer
+import Observability
+import Postgres
+
+/// Everything a request handler may use, created once at start.
+public final class TenderApp: Sendable {
+    public let configuration: TenderConfiguration
+    public let pool: PostgresPool
+    public let merchants: MerchantStore
+    public let migrator: Migrator
+    public let metrics: MetricsRegistry
+    public let logger: Logger
+
+    public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
+        self.configuration = configuration
+        self.pool = pool
+        self.merchants = MerchantStore(pool: pool)
+        self.migrator = Migrator(pool: pool, files: migrations)
+        self.metrics = MetricsRegistry()
+        self.logger = logger
+    }
+
+    /// The full route table.
+    public func router() -> Router {
+        var router = Router()
+        router.add("GET", "/healthz", inline: true) { _ in
+            .json(["status": "ok"])
+        }
+        router.add("GET", "/readyz") { [self] request in try self.readiness(request) }
+        router.add("GET", "/metrics", inline: true) { [self] _ in
+            .text(self.metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        }
+        router.add("GET", "/v1/merchant", authenticated { _, merchant in
+            .json(MerchantView(merchant))
+        })
+        return router
+    }
+
+    /// Wraps a merchant endpoint: `Authorization: Bearer <API key>` or 401 problem+json.
+    public func authenticated(_ handler: @escaping @Sendable (HTTPRequest, Merchant) throws -> HTTPResponse) -> HTTPHandler {
+        { [self] request in
+            guard let bearer = Self.bearerToken(request) else {
+                throw Problems.unauthorized
+            }
+            guard let merchant = try self.merchants.authenticate(bearer: bearer) else {
+                throw Problems.unauthorized
+            }
+            return try handler(request, merchant)
+        }
+    }
+
+    /// The bearer credential, or nil when the header is absent or not a bearer.
+    static func bearerToken(_ request: HTTPRequest) -> String? {
+        guard let header = request.headers["Authorization"] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty || token.utf8.count > 512 ? nil : token
+    }
+
+    private func readiness(_ request: HTTPRequest) throws -> HTTPResponse {
+        do {
+            let status = try migrator.status()
+            guard status.pending.isEmpty else {
+                throw HTTPProblem(status: 503, code: "migrations_pending", title: "Not ready",
+                                  detail: "Database migrations are pending.")
+            }
+        } catch let problem as HTTPProblem {
+            throw problem
+        } catch let error as MigrationError {
+            logger.warning("readiness failed", [("code", error.code.rawValue)])
+            throw HTTPProblem(status: 503, code: error.code.rawValue, title: "Not ready",
+                              detail: "The database schema does not match this build.")
+        } catch {
+            logger.warning("readiness failed", [("error", String(describing: type(of: error)))])
+            throw HTTPProblem(status: 503, code: "database_unavailable", title: "Not ready",
+                              detail: "The database is not reachable.")
+        }
+        return .json(["status": "ready"])
+    }
+
+    /// Access log line and metrics for one finished request (never bodies or auth headers).
+    public func record(_ entry: AccessLogEntry) {
+        let status = String(entry.status)
+        metrics.increment("tender_http_requests_total",
+                          labels: [("method", entry.method), ("route", entry.routePattern), ("status", status)],
+                          help: "HTTP requests by route and status.")
+        metrics.observe("tender_http_request_duration_seconds", microseconds: entry.durationMicroseconds,
+                        labels: [("route", entry.routePattern)], help: "HTTP request latency.")
+        logger.info("request", [
+            ("method", entry.method), ("route", entry.routePattern), ("status", status),
+            ("duration_us", String(entry.durationMicroseconds)), ("request_id", entry.requestID),
+        ])
+    }
+
+    /// Publishes pool and server gauges.
+    public func registerGauges(server: HTTPServer) {
+        let pool = self.pool
+        metrics.registerGauge("tender_db_pool_connections") {
+            let s = pool.stats
+            return [("state=\"in_use\"", Int64(s.inUse)), ("state=\"idle\"", Int64(s.idle)),
+                    ("state=\"waiting\"", Int64(s.waiting)), ("state=\"max\"", Int64(s.connectionsMax))]
+        }
+        metrics.registerGauge("tender_http_worker_queue_depth") { [("", Int64(server.stats.queueDepth))] }
+        metrics.registerGauge("tender_http_in_flight") { [("", Int64(server.stats.inFlight))] }
+        metrics.registerGauge("tender_http_workers_busy") { [("", Int64(server.stats.workersBusy))] }
+    }
+}
+
+/// The merchant's own profile as `GET /v1/merchant` shows it.
+struct MerchantView: Encodable {
+    let merchantId: String
+    let displayName: String
+    let domains: [String]
+    let countryCode: String
+    let currencies: [String]
+    let supportedNetworks: [String]
+    let merchantCapabilities: [String]
+
+    init(_ m: Merchant) {
+        merchantId = m.merchantId
+        displayName = m.displayName
+        domains = m.domains
+        countryCode = m.countryCode
+        currencies = m.currencies
+        supportedNetworks = m.supportedNetworks
+        merchantCapabilities = m.merchantCapabilities
+    }
+}
+
+/// Problems shared by many routes.
+public enum Problems {
+    public static let unauthorized = HTTPProblem(
+        status: 401, code: "unauthorized", title: "Unauthorized",
+        detail: "A valid API key or client secret is required.",
+        headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
+}

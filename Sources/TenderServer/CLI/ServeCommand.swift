@@ -1,0 +1,80 @@
+import Foundation
+import HTTPServer
+import Observability
+import Postgres
+
+enum ServeCommand {
+    static let help = """
+        usage: tender serve [--listen HOST:PORT] [--database-url URL] [--log-format json|text]
+        Serves the HTTP API. Refuses to start with pending migrations (run `tender migrate`).
+        SIGTERM or SIGINT: stop accepting, drain in-flight requests (TENDER_SHUTDOWN_DRAIN_MS), exit 0.
+        Flags override the environment (TENDER_LISTEN, TENDER_DATABASE_URL, TENDER_LOG_FORMAT).
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        let args = try Arguments(argv, options: ["listen", "database-url", "log-format"])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        var overrides: [String: String] = [:]
+        if let v = args.value("listen") { overrides["TENDER_LISTEN"] = v }
+        if let v = args.value("database-url") { overrides["TENDER_DATABASE_URL"] = v }
+        if let v = args.value("log-format") { overrides["TENDER_LOG_FORMAT"] = v }
+        let configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
+        let logger = Logger(format: configuration.logFormat)
+
+        // Block the termination signals in every thread before any is started; the main thread
+        // takes them synchronously with sigwait below.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+
+        var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.connectionsMax = configuration.limits.databaseConnectionsMax
+        pg.waitQueueMax = configuration.limits.databaseWaitQueueMax
+        pg.acquireTimeoutMilliseconds = configuration.limits.databaseAcquireTimeoutMilliseconds
+        pg.statementTimeoutMilliseconds = configuration.limits.statementTimeoutMilliseconds
+        let pool = PostgresPool(configuration: pg)
+        let migrations = try MigrationFile.load(directory: TenderCLI.migrationsDirectory(environment))
+        let app = TenderApp(configuration: configuration, pool: pool, migrations: migrations, logger: logger)
+        let status = try app.migrator.status()
+        guard status.pending.isEmpty else {
+            throw MigrationError(code: .pending, detail: "\(status.pending.count) pending; run `tender migrate` first")
+        }
+        if configuration.appleRootsFiles != nil {
+            logger.warning("TENDER_APPLE_ROOTS is set: tokens are trusted from roots other than Apple Root CA - G3")
+        }
+
+        let server = HTTPServer(configuration: httpConfiguration(configuration), router: app.router(),
+                                onRequestComplete: { app.record($0) })
+        try server.start()
+        app.registerGauges(server: server)
+        logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
+
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        logger.info("shutting down", [("signal", received == SIGTERM ? "SIGTERM" : "SIGINT")])
+        let drained = server.shutdown(drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds)
+        pool.close()
+        logger.info("stopped", [("drained", drained ? "true" : "false")])
+        return .success
+    }
+
+    /// The HTTP server's limits, with the worker pool sized to the database pool.
+    static func httpConfiguration(_ c: TenderConfiguration) -> HTTPServerConfiguration {
+        var h = HTTPServerConfiguration()
+        h.host = c.listenHost
+        h.port = c.listenPort
+        h.ioThreads = c.limits.ioThreads
+        h.workerThreads = c.limits.databaseConnectionsMax
+        h.workerQueueMax = c.limits.workerQueueMax
+        h.bodyBytesMax = c.limits.bodyBytesMax
+        h.headerBytesMax = c.limits.headerBytesMax
+        h.connectionsMax = c.limits.connectionsMax
+        h.connectionsPerIPMax = c.limits.connectionsPerIPMax
+        h.idleTimeoutSeconds = c.limits.idleTimeoutSeconds
+        h.handlerDeadlineMilliseconds = c.limits.handlerDeadlineMilliseconds
+        return h
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+import Observability
+import Postgres
+
+/// The `tender` command line: hand-written subcommand dispatch (CONTRACT §1).
+public enum TenderCLI {
+    static let usage = """
+        usage: tender <command> [options]
+
+        commands:
+          serve                 run the HTTP server (SIGTERM drains and exits 0)
+          migrate               apply pending migrations/*.sql
+          merchants add         register a merchant
+          api-keys create       print a new secret API key for a merchant (shown once)
+          sandbox bootstrap     create the sandbox merchant and print its API key the first time
+
+        Every command accepts --help. Configuration comes from TENDER_* environment variables
+        (see README.md); flags override them.
+        """
+
+    /// Runs one command line (without the program name) and returns the process exit code.
+    public static func run(_ argv: [String], environment: [String: String]) -> Int32 {
+        guard let command = argv.first else {
+            Console.err(usage)
+            return ExitCode.usage.rawValue
+        }
+        let rest = Array(argv.dropFirst())
+        do {
+            switch command {
+            case "--help", "-h", "help":
+                Console.out(usage)
+                return ExitCode.success.rawValue
+            case "serve":
+                return try ServeCommand.run(rest, environment: environment).rawValue
+            case "migrate":
+                return try MigrateCommand.run(rest, environment: environment).rawValue
+            case "merchants":
+                return try MerchantCommands.run(rest, environment: environment).rawValue
+            case "api-keys":
+                return try APIKeyCommands.run(rest, environment: environment).rawValue
+            case "sandbox":
+                return try SandboxCommands.run(rest, environment: environment).rawValue
+            default:
+                Console.err("tender: unknown command \(command)\n\n\(usage)")
+                return ExitCode.usage.rawValue
+            }
+        } catch let error as UsageError {
+            Console.err("tender \(command): \(error.message) (see tender \(command) --help)")
+            return ExitCode.usage.rawValue
+        } catch let error as ConfigurationError {
+            Console.err("tender: \(error)")
+            return ExitCode.configuration.rawValue
+        } catch let error as TenderError {
+            Console.err("tender \(command): error \(error.code): \(error.detail)")
+            return ExitCode.failure.rawValue
+        } catch let error as MigrationError {
+            Console.err("tender \(command): error \(error.code.rawValue): \(error.detail)")
+            return ExitCode.failure.rawValue
+        } catch let error as PostgresError {
+            Console.err("tender \(command): error \(error.code.rawValue): \(error.message)")
+            switch error.code {
+            case .connectionFailed, .poolTimeout, .poolExhausted, .poolClosed: return ExitCode.unavailable.rawValue
+            default: return ExitCode.failure.rawValue
+            }
+        } catch {
+            Console.err("tender \(command): error internal: \(type(of: error))")
+            return ExitCode.failure.rawValue
+        }
+    }
+
+    /// Parsed configuration plus a pool for one-shot commands.
+    static func openDatabase(_ environment: [String: String], connectionsMax: Int = 2) throws -> (TenderConfiguration, PostgresPool) {
+        let configuration = try TenderConfiguration.load(environment: environment)
+        var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.connectionsMax = connectionsMax
+        pg.statementTimeoutMilliseconds = configuration.limits.statementTimeoutMilliseconds
+        pg.applicationName = "tender-cli"
+        return (configuration, PostgresPool(configuration: pg))
+    }
+
+    /// Finds `migrations/`: `TENDER_MIGRATIONS_DIR`, then `./migrations`, then beside the checkout of the binary.
+    static func migrationsDirectory(_ environment: [String: String]) -> String {
+        if let dir = environment["TENDER_MIGRATIONS_DIR"], !dir.isEmpty { return dir }
+        let fm = FileManager.default
+        if fm.fileExists(atPath: "migrations") { return "migrations" }
+        // .build/<config>/tender -> checkout root
+        let exe = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath()
+        let candidate = exe.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("migrations").path
+        return fm.fileExists(atPath: candidate) ? candidate : "migrations"
+    }
+}
+
+enum MigrateCommand {
+    static let help = """
+        usage: tender migrate
+        Applies migrations/*.sql (NNNN_name.sql) forward-only, each in its own transaction, under an
+        advisory lock; refuses to run if an applied file has changed. Prints what it applied.
+        Environment: TENDER_DATABASE_URL, TENDER_MIGRATIONS_DIR.
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        let args = try Arguments(argv, options: [])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        let (_, pool) = try TenderCLI.openDatabase(environment)
+        defer { pool.close() }
+        let files = try MigrationFile.load(directory: TenderCLI.migrationsDirectory(environment))
+        let applied = try Migrator(pool: pool, files: files).migrate()
+        struct Output: Encodable { let applied: [String]; let total: Int }
+        Console.json(Output(applied: applied.map { String(format: "%04d_%@", $0.version, $0.name) }, total: files.count))
+        return .success
+    }
+}
+
+enum MerchantCommands {
+    static let help = """
+        usage: tender merchants add --merchant-id ID --display-name NAME --domain HOST[,HOST] --country CC --currencies USD[,EUR]
+        Registers a merchant and prints it as JSON.
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        guard sub == "add" else { throw UsageError(message: "unknown subcommand \(sub)") }
+        let args = try Arguments(Array(argv.dropFirst()),
+                                 options: ["merchant-id", "display-name", "domain", "country", "currencies"])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        let merchant = try Merchant.validated(
+            merchantId: try args.required("merchant-id"), displayName: try args.required("display-name"),
+            domains: try args.list("domain"), countryCode: try args.required("country"),
+            currencies: try args.list("currencies"))
+        let (_, pool) = try TenderCLI.openDatabase(environment)
+        defer { pool.close() }
+        try MerchantStore(pool: pool).add(merchant)
+        Console.json(merchant)
+        return .success
+    }
+}
+
+enum APIKeyCommands {
+    static let help = """
+        usage: tender api-keys create --merchant-id ID
+        Prints a new secret API key once; only its hash is stored.
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        guard sub == "create" else { throw UsageError(message: "unknown subcommand \(sub)") }
+        let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id"])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        let merchantId = try args.required("merchant-id")
+        let (_, pool) = try TenderCLI.openDatabase(environment)
+        defer { pool.close() }
+        let key = try MerchantStore(pool: pool).createAPIKey(merchantId: merchantId)
+        struct Output: Encodable { let merchantId: String; let apiKey: String }
+        Console.json(Output(merchantId: key.merchantId, apiKey: key.secret))
+        return .success
+    }
+}
+
+enum SandboxCommands {
+    static let sandboxMerchantId = "merchant.dev.tender.sandbox"
+    static let help = """
+        usage: tender sandbox bootstrap
+        Creates the sandbox merchant (\(sandboxMerchantId)) and prints an API key the first time;
+        later runs print nothing new (create more keys with `tender api-keys create`).
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        let args = try Arguments(Array(argv.dropFirst()), options: [])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        switch sub {
+        case "bootstrap":
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            let store = MerchantStore(pool: pool)
+            if try store.merchant(id: sandboxMerchantId) != nil {
+                Console.err("tender: sandbox merchant \(sandboxMerchantId) exists; its API key was printed when it was created (new key: tender api-keys create --merchant-id \(sandboxMerchantId))")
+                return .success
+            }
+            let merchant = try Merchant.validated(
+                merchantId: sandboxMerchantId, displayName: "Tender Sandbox", domains: ["localhost"],
+                countryCode: "US", currencies: ["USD", "EUR", "JPY", "KWD"])
+            try store.add(merchant)
+            let key = try store.createAPIKey(merchantId: sandboxMerchantId)
+            Console.out("tender: sandbox merchant \(sandboxMerchantId) created")
+            Console.out("tender: sandbox API key (shown once): \(key.secret)")
+            return .success
+        default:
+            throw UsageError(message: "unknown subcommand \(sub)")
+        }
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import Observability
+
+/// A configuration value that could not be used; names the variable (or flag) and never echoes secrets.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// Environment variable or flag at fault, e.g. `TENDER_LISTEN`.
+    public let variable: String
+    /// What is wrong with it.
+    public let reason: String
+    public var description: String { "invalid \(variable): \(reason)" }
+}
+
+/// Which payment processor connector Tender uses.
+public enum ProcessorKind: String, Sendable {
+    case simulator, http
+}
+
+/// Tender's configuration, parsed and validated once at start (CONTRACT §2).
+public struct TenderConfiguration: Sendable {
+    /// libpq connection string; nil means the local cluster started by `make run`.
+    public var databaseURL: String?
+    public var dataDirectory: String
+    public var listenHost: String
+    public var listenPort: Int
+    public var masterKeyFile: String
+    /// PEM files trusted instead of Apple Root CA – G3 (sandbox/testing only).
+    public var appleRootsFiles: [String]?
+    public var tokenAgeMaxSeconds: Int
+    public var processor: ProcessorKind
+    public var processorURL: String?
+    public var processorTimeoutMilliseconds: Int
+    public var applePayGatewayHosts: [String]
+    public var applePayGatewayCAFile: String?
+    public var logFormat: LogFormat
+    public var limits: ServerLimits
+
+    /// Apple's published merchant-validation hosts (Apple Pay on the web, "Setting up your server").
+    public static let defaultGatewayHosts = [
+        "apple-pay-gateway.apple.com",
+        "cn-apple-pay-gateway.apple.com",
+        "apple-pay-gateway-nc-pod1.apple.com", "apple-pay-gateway-nc-pod2.apple.com",
+        "apple-pay-gateway-nc-pod3.apple.com", "apple-pay-gateway-nc-pod4.apple.com",
+        "apple-pay-gateway-nc-pod5.apple.com",
+        "apple-pay-gateway-pr-pod1.apple.com", "apple-pay-gateway-pr-pod2.apple.com",
+        "apple-pay-gateway-pr-pod3.apple.com", "apple-pay-gateway-pr-pod4.apple.com",
+        "apple-pay-gateway-pr-pod5.apple.com",
+        "cn-apple-pay-gateway-sh-pod1.apple.com", "cn-apple-pay-gateway-sh-pod2.apple.com",
+        "cn-apple-pay-gateway-sh-pod3.apple.com",
+        "cn-apple-pay-gateway-tj-pod1.apple.com", "cn-apple-pay-gateway-tj-pod2.apple.com",
+        "cn-apple-pay-gateway-tj-pod3.apple.com",
+        "apple-pay-gateway-cert.apple.com", "cn-apple-pay-gateway-cert.apple.com",
+    ]
+
+    /// Parses the environment; `overrides` (from command-line flags) win over the environment.
+    public static func load(environment: [String: String], overrides: [String: String] = [:]) throws(ConfigurationError) -> TenderConfiguration {
+        var env = environment
+        for (k, v) in overrides { env[k] = v }
+        func value(_ name: String) -> String? {
+            guard let v = env[name], !v.isEmpty else { return nil }
+            return v
+        }
+        let dataDirectory = value("TENDER_DATA_DIR") ?? "./.tender"
+        let (host, port) = try parseListen(value("TENDER_LISTEN") ?? "127.0.0.1:8080")
+        let processor: ProcessorKind
+        if let raw = value("TENDER_PROCESSOR") {
+            guard let p = ProcessorKind(rawValue: raw) else {
+                throw ConfigurationError(variable: "TENDER_PROCESSOR", reason: "expected simulator or http")
+            }
+            processor = p
+        } else {
+            processor = .simulator
+        }
+        let processorURL = value("TENDER_PROCESSOR_URL")
+        if let url = processorURL {
+            guard let parsed = URLComponents(string: url), let scheme = parsed.scheme,
+                  scheme == "http" || scheme == "https", parsed.host?.isEmpty == false else {
+                throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "expected an absolute http(s) URL")
+            }
+        }
+        if processor == .http && processorURL == nil {
+            throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "required when TENDER_PROCESSOR=http")
+        }
+        let logFormat: LogFormat
+        if let raw = value("TENDER_LOG_FORMAT") {
+            guard let f = LogFormat(rawValue: raw) else {
+                throw ConfigurationError(variable: "TENDER_LOG_FORMAT", reason: "expected json or text")
+            }
+            logFormat = f
+        } else {
+            logFormat = .json
+        }
+        var hosts = defaultGatewayHosts
+        if let raw = value("TENDER_APPLE_PAY_GATEWAY_HOSTS") {
+            hosts = raw.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard !hosts.isEmpty, hosts.allSatisfy(isHostName) else {
+                throw ConfigurationError(variable: "TENDER_APPLE_PAY_GATEWAY_HOSTS", reason: "expected comma-separated host names")
+            }
+        }
+        var roots: [String]?
+        if let raw = value("TENDER_APPLE_ROOTS") {
+            let files = raw.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard !files.isEmpty else {
+                throw ConfigurationError(variable: "TENDER_APPLE_ROOTS", reason: "expected comma-separated PEM file paths")
+            }
+            for f in files where !FileManager.default.isReadableFile(atPath: f) {
+                throw ConfigurationError(variable: "TENDER_APPLE_ROOTS", reason: "file not readable: \(f)")
+            }
+            roots = files
+        }
+        if let ca = value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"), !FileManager.default.isReadableFile(atPath: ca) {
+            throw ConfigurationError(variable: "TENDER_APPLE_PAY_GATEWAY_CA_FILE", reason: "file not readable")
+        }
+        var limits = ServerLimits()
+        limits.databaseConnectionsMax = try integer(env, "TENDER_DB_POOL_SIZE", default: limits.databaseConnectionsMax, range: 1...500)
+        limits.statementTimeoutMilliseconds = try integer(env, "TENDER_DB_STATEMENT_TIMEOUT_MS", default: limits.statementTimeoutMilliseconds, range: 10...600_000)
+        limits.bodyBytesMax = try integer(env, "TENDER_HTTP_BODY_BYTES_MAX", default: limits.bodyBytesMax, range: 1_024...64 * 1_048_576)
+        limits.connectionsMax = try integer(env, "TENDER_HTTP_CONNECTIONS_MAX", default: limits.connectionsMax, range: 1...100_000)
+        limits.connectionsPerIPMax = try integer(env, "TENDER_HTTP_CONNECTIONS_PER_IP_MAX", default: limits.connectionsPerIPMax, range: 1...100_000)
+        limits.idleTimeoutSeconds = try integer(env, "TENDER_HTTP_IDLE_TIMEOUT_SECONDS", default: limits.idleTimeoutSeconds, range: 1...3_600)
+        limits.handlerDeadlineMilliseconds = try integer(env, "TENDER_HTTP_HANDLER_DEADLINE_MS", default: limits.handlerDeadlineMilliseconds, range: 100...120_000)
+        limits.drainDeadlineMilliseconds = try integer(env, "TENDER_SHUTDOWN_DRAIN_MS", default: limits.drainDeadlineMilliseconds, range: 0...600_000)
+        limits.ioThreads = try integer(env, "TENDER_HTTP_IO_THREADS", default: limits.ioThreads, range: 1...64)
+
+        var configuration = TenderConfiguration(
+            databaseURL: value("TENDER_DATABASE_URL"),
+            dataDirectory: dataDirectory,
+            listenHost: host,
+            listenPort: port,
+            masterKeyFile: value("TENDER_MASTER_KEY_FILE") ?? dataDirectory + "/master.key",
+            appleRootsFiles: roots,
+            tokenAgeMaxSeconds: try integer(env, "TENDER_TOKEN_MAX_AGE_SECONDS", default: 300, range: 1...86_400),
+            processor: processor,
+            processorURL: processorURL,
+            processorTimeoutMilliseconds: try integer(env, "TENDER_PROCESSOR_TIMEOUT_MS", default: 10_000, range: 1...120_000),
+            applePayGatewayHosts: hosts,
+            applePayGatewayCAFile: value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"),
+            logFormat: logFormat,
+            limits: limits)
+        configuration.localClusterPort = try integer(env, "TENDER_PG_PORT", default: 54_329, range: 1...65_535)
+        return configuration
+    }
+
+    /// Port of the local cluster that `scripts/pg.sh` runs under `$TENDER_DATA_DIR/pg`.
+    public var localClusterPort = 54_329
+
+    /// The database URL to use: the configured one, or the local cluster's (started by `make run`).
+    public var resolvedDatabaseURL: String {
+        databaseURL ?? "postgresql://tender@127.0.0.1:\(localClusterPort)/tender"
+    }
+
+    static func parseListen(_ raw: String) throws(ConfigurationError) -> (String, Int) {
+        guard let colon = raw.lastIndex(of: ":") else {
+            throw ConfigurationError(variable: "TENDER_LISTEN", reason: "expected host:port")
+        }
+        var host = String(raw[raw.startIndex..<colon])
+        let portText = raw[raw.index(after: colon)...]
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.isEmpty { host = "127.0.0.1" }
+        guard let port = Int(portText), (0...65_535).contains(port), portText.allSatisfy(\.isASCII) else {
+            throw ConfigurationError(variable: "TENDER_LISTEN", reason: "port must be 0...65535")
+        }
+        return (host, port)
+    }
+
+    static func integer(_ env: [String: String], _ name: String, default fallback: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let raw = env[name], !raw.isEmpty else { return fallback }
+        guard raw.allSatisfy({ $0.isASCII && $0.isNumber }), let v = Int(raw), range.contains(v) else {
+            throw ConfigurationError(variable: name, reason: "expected an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return v
+    }
+
+    static func isHostName(_ host: String) -> Bool {
+        !host.isEmpty && host.count <= 253 && host.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
+    }
+}
+
+/// Named limits for the server process, with documented defaults (each overridable by environment).
+public struct ServerLimits: Sendable {
+    /// `TENDER_DB_POOL_SIZE`: PostgreSQL connections; the HTTP worker pool is sized to match.
+    public var databaseConnectionsMax = 16
+    /// Waiters for a pooled connection beyond which requests fail fast.
+    public var databaseWaitQueueMax = 1_024
+    /// How long a request waits for a pooled connection.
+    public var databaseAcquireTimeoutMilliseconds = 3_000
+    /// `TENDER_DB_STATEMENT_TIMEOUT_MS`: PostgreSQL `statement_timeout` on every connection.
+    public var statementTimeoutMilliseconds = 5_000
+    /// `TENDER_HTTP_BODY_BYTES_MAX`: request bodies above this get an early 413.
+    public var bodyBytesMax = 1_048_576
+    /// Request header bytes (MHD connection memory); above this: 431.
+    public var headerBytesMax = 32_768
+    /// `TENDER_HTTP_CONNECTIONS_MAX`.
+    public var connectionsMax = 1_000
+    /// `TENDER_HTTP_CONNECTIONS_PER_IP_MAX`.
+    public var connectionsPerIPMax = 256
+    /// `TENDER_HTTP_IDLE_TIMEOUT_SECONDS`.
+    public var idleTimeoutSeconds = 30
+    /// `TENDER_HTTP_HANDLER_DEADLINE_MS`: a handler still running then gets the client a 503.
+    public var handlerDeadlineMilliseconds = 15_000
+    /// Requests queued for a worker beyond which the server answers 503 + Retry-After.
+    public var workerQueueMax = 512
+    /// `TENDER_SHUTDOWN_DRAIN_MS`: how long SIGTERM waits for in-flight requests.
+    public var drainDeadlineMilliseconds = 10_000
+    /// `TENDER_HTTP_IO_THREADS`: libmicrohttpd's internal epoll threads.
+    public var ioThreads = 2
+
+    public init() {}
+}

@@ -1,0 +1,174 @@
+import Crypto
+import Foundation
+import Postgres
+
+/// A failure of a Tender store or command with a stable code and a detail safe to show an operator.
+public struct TenderError: Error, Sendable, CustomStringConvertible {
+    public let code: String
+    public let detail: String
+    public init(_ code: String, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+    public var description: String { "\(code): \(detail)" }
+}
+
+/// A registered merchant (CONTRACT §1 `tender merchants add`).
+public struct Merchant: Sendable, Codable, Equatable {
+    public var merchantId: String
+    public var displayName: String
+    public var domains: [String]
+    public var countryCode: String
+    public var currencies: [String]
+    public var supportedNetworks: [String]
+    public var merchantCapabilities: [String]
+    public var financeRestricted: Bool
+
+    /// Networks offered when the merchant names none.
+    public static let defaultNetworks = ["amex", "discover", "masterCard", "visa"]
+    /// `supports3DS` is required by Apple Pay on the web; EMV is opt-in.
+    public static let defaultCapabilities = ["supports3DS"]
+
+    /// Validates operator input; every failure names the flag.
+    public static func validated(merchantId: String, displayName: String, domains: [String], countryCode: String,
+                                 currencies: [String]) throws(TenderError) -> Merchant {
+        guard (1...128).contains(merchantId.utf8.count),
+              merchantId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+            throw TenderError("merchant_id_invalid", "--merchant-id: 1-128 characters of A-Z a-z 0-9 . _ -")
+        }
+        let name = displayName.trimmingCharacters(in: .whitespaces)
+        guard (1...64).contains(name.count) else {
+            throw TenderError("display_name_invalid", "--display-name: 1-64 characters (Apple's merchant validation limit)")
+        }
+        guard !domains.isEmpty, domains.count <= 100, domains.allSatisfy(TenderConfiguration.isHostName) else {
+            throw TenderError("domain_invalid", "--domain: comma-separated host names")
+        }
+        guard countryCode.count == 2, countryCode.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
+            throw TenderError("country_invalid", "--country: an ISO 3166-1 alpha-2 code such as US")
+        }
+        guard !currencies.isEmpty, currencies.count <= 50,
+              currencies.allSatisfy({ $0.count == 3 && $0.allSatisfy { $0.isASCII && $0.isUppercase } }) else {
+            throw TenderError("currency_invalid", "--currencies: comma-separated ISO 4217 codes such as USD,EUR")
+        }
+        return Merchant(merchantId: merchantId, displayName: name, domains: domains.map { $0.lowercased() },
+                        countryCode: countryCode, currencies: currencies, supportedNetworks: defaultNetworks,
+                        merchantCapabilities: defaultCapabilities, financeRestricted: false)
+    }
+}
+
+/// A newly minted API key. The secret is shown once; only its SHA-256 is stored.
+public struct IssuedAPIKey: Sendable {
+    public let keyId: String
+    public let merchantId: String
+    public let secret: String
+}
+
+/// Merchants and API keys in PostgreSQL.
+public struct MerchantStore: Sendable {
+    public let pool: PostgresPool
+
+    public init(pool: PostgresPool) { self.pool = pool }
+
+    /// Inserts a merchant; an existing id is `merchant_exists`.
+    public func add(_ m: Merchant) throws {
+        do {
+            _ = try pool.execute("""
+                INSERT INTO merchants (merchant_id, display_name, domains, country_code, currencies,
+                                       supported_networks, merchant_capabilities, finance_restricted)
+                VALUES ($1, $2, string_to_array($3, ','), $4, string_to_array($5, ','),
+                        string_to_array($6, ','), string_to_array($7, ','), $8)
+                """,
+                [m.merchantId, m.displayName, m.domains.joined(separator: ","), m.countryCode,
+                 m.currencies.joined(separator: ","), m.supportedNetworks.joined(separator: ","),
+                 m.merchantCapabilities.joined(separator: ","), m.financeRestricted])
+        } catch let error as PostgresError where error.isUniqueViolation {
+            throw TenderError("merchant_exists", "merchant \(m.merchantId) is already registered")
+        }
+    }
+
+    /// Loads one merchant.
+    public func merchant(id: String) throws -> Merchant? {
+        try pool.withConnection { try Self.merchant(id: id, on: $0) }
+    }
+
+    static let merchantColumns: SQL = """
+        SELECT merchant_id, display_name, array_to_string(domains, ',') AS domains, country_code,
+               array_to_string(currencies, ',') AS currencies,
+               array_to_string(supported_networks, ',') AS supported_networks,
+               array_to_string(merchant_capabilities, ',') AS merchant_capabilities, finance_restricted
+        FROM merchants WHERE merchant_id = $1
+        """
+
+    static func merchant(id: String, on conn: PostgresConnection) throws -> Merchant? {
+        guard let row = try conn.query(merchantColumns, [id]).first else { return nil }
+        return try decodeMerchant(row)
+    }
+
+    static func decodeMerchant(_ row: PostgresRow) throws -> Merchant {
+        func list(_ column: String) throws -> [String] {
+            let text: String = try row.decode(column)
+            return text.isEmpty ? [] : text.split(separator: ",").map(String.init)
+        }
+        return Merchant(merchantId: try row.decode("merchant_id"), displayName: try row.decode("display_name"),
+                        domains: try list("domains"), countryCode: try row.decode("country_code"),
+                        currencies: try list("currencies"), supportedNetworks: try list("supported_networks"),
+                        merchantCapabilities: try list("merchant_capabilities"),
+                        financeRestricted: try row.decode("finance_restricted"))
+    }
+
+    /// Creates an API key for an existing merchant.
+    public func createAPIKey(merchantId: String) throws -> IssuedAPIKey {
+        let keyId = APIKeyFormat.newKeyId()
+        let secret = hexEncoded(SecureRandom.bytes(32))
+        do {
+            _ = try pool.execute("INSERT INTO api_keys (key_id, merchant_id, secret_sha256) VALUES ($1, $2, $3)",
+                             [keyId, merchantId, Digest.sha256(secret)])
+        } catch let error as PostgresError where error.sqlState == "23503" {
+            throw TenderError("merchant_not_found", "no merchant \(merchantId)")
+        }
+        return IssuedAPIKey(keyId: keyId, merchantId: merchantId, secret: APIKeyFormat.render(keyId: keyId, secret: secret))
+    }
+
+    /// The merchant a bearer secret belongs to, or nil. The stored hash is compared in constant time.
+    public func authenticate(bearer: String) throws -> Merchant? {
+        guard let parsed = APIKeyFormat.parse(bearer) else { return nil }
+        return try pool.withConnection { conn -> Merchant? in
+            guard let row = try conn.query(
+                "SELECT merchant_id, secret_sha256 FROM api_keys WHERE key_id = $1 AND revoked_at IS NULL",
+                [parsed.keyId]).first else { return nil }
+            let stored: [UInt8] = try row.decode("secret_sha256")
+            guard constantTimeEqual(stored, Digest.sha256(parsed.secret)) else { return nil }
+            return try Self.merchant(id: try row.decode("merchant_id"), on: conn)
+        }
+    }
+}
+
+/// `tk_<16 lowercase alphanumerics>_<64 hex>`: the key id finds the row, the secret proves possession.
+public enum APIKeyFormat {
+    static let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+
+    static func newKeyId() -> String {
+        // 36^16 ids; rejection sampling keeps the distribution uniform.
+        var out = ""
+        while out.count < 16 {
+            for b in SecureRandom.bytes(32) where b < 252 && out.count < 16 {
+                out.append(alphabet[Int(b) % 36])
+            }
+        }
+        return out
+    }
+
+    static func render(keyId: String, secret: String) -> String { "tk_\(keyId)_\(secret)" }
+
+    /// Splits a presented key; nil for anything not in the exact format.
+    public static func parse(_ text: String) -> (keyId: String, secret: String)? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 3 + 16 + 1 + 64, text.hasPrefix("tk_") else { return nil }
+        let keyId = String(decoding: utf8[3..<19], as: UTF8.self)
+        guard utf8[19] == UInt8(ascii: "_") else { return nil }
+        let secret = String(decoding: utf8[20...], as: UTF8.self)
+        guard keyId.allSatisfy({ alphabet.contains($0) }),
+              secret.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else { return nil }
+        return (keyId, secret)
+    }
+}

@@ -1,0 +1,36 @@
+/* Bare libmicrohttpd baseline for `make bench`: the same threading as Tender's server (internal
+ * thread pool + epoll) answering GET /healthz with a fixed JSON body, and nothing else. */
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state) {
+    (void)cls; (void)url; (void)method; (void)version; (void)upload; (void)upload_size;
+    static int marker;
+    if (*state == NULL) { *state = &marker; return MHD_YES; }
+    static const char body[] = "{\"status\":\"ok\"}";
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+int main(int argc, char **argv) {
+    int port = argc > 1 ? atoi(argv[1]) : 18081;
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port,
+                                            NULL, NULL, &handle, NULL,
+                                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)2,
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1000, MHD_OPTION_END);
+    if (d == NULL) { fprintf(stderr, "bare_mhd: cannot start\n"); return 1; }
+    sigset_t set; int sig;
+    sigemptyset(&set); sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sigwait(&set, &sig);
+    MHD_stop_daemon(d);
+    return 0;
+}
