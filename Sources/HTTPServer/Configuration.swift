@@ -31,7 +31,7 @@ public struct HTTPServerConfiguration: Sendable {
 
 /// The server's error type.
 public struct HTTPServerError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Stable snake_case code: `bind_failed`, `invalid_configuration` or `already_started`.
+    /// Stable snake_case code: `bind_failed`, `invalid_configuration`, `thread_start_failed` or `already_started`.
     public var code: String
     /// Generic explanation.
     public var message: String

@@ -33,7 +33,8 @@ public final class HTTPServer: Sendable {
         shutdown(drainDeadlineMilliseconds: 0)
     }
 
-    /// Binds and starts serving; throws `HTTPServerError` (`invalid_configuration`, `bind_failed`, `already_started`).
+    /// Binds and starts serving; throws `HTTPServerError` (`invalid_configuration`, `bind_failed`,
+    /// `thread_start_failed`, `already_started`). A server starts at most once.
     public func start() throws {
         let configuration = core.configuration
         try Self.validate(configuration)
@@ -44,6 +45,7 @@ public final class HTTPServer: Sendable {
             guard core.pool.start(), core.startWatchdog() else {
                 core.forceResumeAll()
                 _ = core.pool.stop(untilNanoseconds: monotonicNanoseconds() + 1_000_000_000)
+                phase = .stopped
                 throw HTTPServerError(code: "thread_start_failed", message: "Could not start the server threads.")
             }
             let limits = tender_mhd_limits(

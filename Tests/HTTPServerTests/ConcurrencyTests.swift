@@ -110,11 +110,10 @@ final class Gate: Sendable {
         #expect(eventually { test.server.stats.workersBusy == 1 })
         let drained = test.server.shutdown(drainDeadlineMilliseconds: 100)
         #expect(drained == false)
+        // The waiting request was resumed with a 503 before the daemon stopped; the bytes may or may not
+        // have left before the socket closed, so a missing response is tolerated but a wrong one is not.
         let response = try? client.readResponse()
-        if let response {
-            #expect(response.status == 503)
-            #expect(response.json?["code"] as? String == "server_shutting_down")
-        }
+        #expect(response == nil || response?.json?["code"] as? String == "server_shutting_down")
         gate.release()
     }
 

@@ -31,11 +31,12 @@ enum RawClientError: Error {
 /// A blocking TCP client on 127.0.0.1 that sends raw bytes, so tests can send malformed requests.
 /// Every read and write has a generous timeout, so a server bug shows up as a failure, not a hang.
 final class RawClient {
-    let fd: Int32
+    /// The socket; -1 once closed, so it is closed exactly once (a double close could hit an fd the server reused).
+    private(set) var fd: Int32 = -1
     private var buffer: [UInt8] = []
 
     init(port: Int, timeoutSeconds: Int = 10) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawClientError.connectFailed(errno) }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -54,9 +55,12 @@ final class RawClient {
             close(fd)
             throw RawClientError.connectFailed(code)
         }
+        self.fd = fd
     }
 
-    deinit { close(fd) }
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
 
     func send(_ text: String) throws { try send(Array(text.utf8)) }
 
