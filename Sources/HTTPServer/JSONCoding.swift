@@ -1,0 +1,87 @@
+import Foundation
+
+/// Shared, reused JSON coders (creating them per request costs measurable CPU) and the request-body decoder.
+public enum JSONCoding {
+    /// Sorted keys, and `/` left unescaped.
+    public static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// Default decoding strategies.
+    public static let decoder = JSONDecoder()
+
+    /// Deepest accepted nesting of arrays and objects in a request body.
+    public static let depthMax = 32
+
+    /// Decodes a request body as `T`; a bad body throws a 400 problem (`malformed_json` or `json_too_deep`)
+    /// with a generic detail and, where the decoder names a field, a field-level error.
+    /// A problem thrown by `T`'s own `init(from:)` (e.g. `unknown_field`) passes through unchanged.
+    public static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws(HTTPProblem) -> T {
+        guard !body.isEmpty else { throw malformed() }
+        guard String(validating: body, as: UTF8.self) != nil else { throw malformed() }
+        guard nestingDepth(body) <= depthMax else {
+            throw HTTPProblem(status: 400, code: "json_too_deep", title: "JSON too deep",
+                              detail: "The request body nests arrays or objects deeper than \(depthMax) levels.")
+        }
+        do {
+            return try decoder.decode(T.self, from: Data(body))
+        } catch let problem as HTTPProblem {
+            throw problem
+        } catch let error as DecodingError {
+            throw malformed(fieldError(error))
+        } catch {
+            throw malformed()
+        }
+    }
+
+    /// Deepest bracket nesting outside strings; a cheap pre-check so a hostile body never reaches the recursive parser.
+    static func nestingDepth(_ body: [UInt8]) -> Int {
+        var depth = 0
+        var deepest = 0
+        var inString = false
+        var escaped = false
+        for byte in body {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                deepest = max(deepest, depth)
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
+        return deepest
+    }
+
+    private static func malformed(_ fieldError: HTTPProblem.FieldError? = nil) -> HTTPProblem {
+        HTTPProblem(status: 400, code: "malformed_json", title: "Malformed JSON",
+                    detail: "The request body is not valid JSON for this endpoint.",
+                    errors: fieldError.map { [$0] } ?? [])
+    }
+
+    /// Names the offending field without echoing any of the client's values.
+    private static func fieldError(_ error: DecodingError) -> HTTPProblem.FieldError? {
+        func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
+            (codingPath + (last.map { [$0] } ?? [])).map { $0.intValue.map(String.init) ?? $0.stringValue }
+                .joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return .init(field: path(context.codingPath, key), code: "required", message: "This field is required.")
+        case .valueNotFound(_, let context):
+            return .init(field: path(context.codingPath), code: "required", message: "This field must not be null.")
+        case .typeMismatch(_, let context):
+            return .init(field: path(context.codingPath), code: "invalid_type", message: "This field has the wrong type.")
+        case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return .init(field: path(context.codingPath), code: "invalid_value", message: "This field has an invalid value.")
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+@testable import HTTPServer
+
+struct Cart: Decodable, Equatable {
+    struct Item: Decodable, Equatable { var label: String; var amount: String }
+    var currencyCode: String
+    var lineItems: [Item]
+}
+
+func nested(_ depth: Int) -> [UInt8] {
+    Array((String(repeating: "[", count: depth) + String(repeating: "]", count: depth)).utf8)
+}
+
+@Suite struct JSONCodingTests {
+    @Test func decodesAValidBody() throws {
+        let cart = try JSONCoding.decode(Cart.self, from: Array(#"{"currencyCode":"USD","lineItems":[{"label":"W","amount":"9.99"}]}"#.utf8))
+        #expect(cart == Cart(currencyCode: "USD", lineItems: [.init(label: "W", amount: "9.99")]))
+    }
+
+    @Test(arguments: ["", "{", "not json", "{\"currencyCode\":\"USD\",}"])
+    func malformedBodyIsMalformedJSON(body: String) {
+        let problem = #expect(throws: HTTPProblem.self) { try JSONCoding.decode(Cart.self, from: Array(body.utf8)) }
+        #expect(problem?.code == "malformed_json")
+        #expect(problem?.status == 400)
+    }
+
+    @Test func invalidUTF8IsMalformedJSON() {
+        let problem = #expect(throws: HTTPProblem.self) {
+            try JSONCoding.decode([String].self, from: [0x5B, 0x22, 0xFF, 0x22, 0x5D])
+        }
+        #expect(problem?.code == "malformed_json")
+    }
+
+    @Test func missingFieldNamesThePathWithoutEchoingValues() {
+        let problem = #expect(throws: HTTPProblem.self) {
+            try JSONCoding.decode(Cart.self, from: Array(#"{"currencyCode":"USD","lineItems":[{"label":"secret-4111"}]}"#.utf8))
+        }
+        #expect(problem?.code == "malformed_json")
+        #expect(problem?.errors == [.init(field: "lineItems.0.amount", code: "required", message: "This field is required.")])
+        #expect(problem?.detail.contains("4111") == false)
+    }
+
+    @Test func depthAtTheLimitIsAcceptedAndOneMoreIsRefused() throws {
+        _ = try JSONCoding.decode(JSONValue.self, from: nested(JSONCoding.depthMax))
+        let problem = #expect(throws: HTTPProblem.self) {
+            try JSONCoding.decode(JSONValue.self, from: nested(JSONCoding.depthMax + 1))
+        }
+        #expect(problem?.code == "json_too_deep")
+        #expect(problem?.status == 400)
+    }
+
+    @Test func bracketsInsideStringsDoNotCountAsDepth() throws {
+        let body = Array(("[\"" + String(repeating: "[{", count: 100) + "\\\"]\"]").utf8)
+        #expect(try JSONCoding.decode([String].self, from: body).count == 1)
+    }
+
+    @Test func problemThrownByTheTypeItselfPassesThrough() {
+        struct Strict: Decodable {
+            init(from decoder: any Decoder) throws {
+                throw HTTPProblem(status: 400, code: "unknown_field", title: "Unknown field", detail: "An unknown field was sent.")
+            }
+        }
+        let problem = #expect(throws: HTTPProblem.self) { try JSONCoding.decode(Strict.self, from: Array("{}".utf8)) }
+        #expect(problem?.code == "unknown_field")
+    }
+
+    @Test func jsonValueKeepsNumbersExactly() throws {
+        let text = #"{"a":19.99,"b":1234567890.123456789,"c":-7,"d":[true,null,"x/y"]}"#
+        let value = try JSONCoding.decode(JSONValue.self, from: Array(text.utf8))
+        guard case .object(let members) = value else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(members["a"] == .number("19.99"))
+        #expect(members["b"] == .number("1234567890.123456789"))
+        #expect(members["c"] == .number("-7"))
+        #expect(members["d"] == .array([.bool(true), .null, .string("x/y")]))
+        let encoded = String(decoding: try JSONCoding.encoder.encode(value), as: UTF8.self)
+        #expect(encoded == #"{"a":19.99,"b":1234567890.123456789,"c":-7,"d":[true,null,"x/y"]}"#)
+    }
+
+    @Test func jsonValueRefusesToEncodeANonNumber() {
+        #expect(throws: EncodingError.self) { try JSONCoding.encoder.encode(JSONValue.number("1e")) }
+        #expect(throws: EncodingError.self) { try JSONCoding.encoder.encode(JSONValue.number("NaN")) }
+    }
+}
+
+@Suite struct UnitTests {
+    @Test func headersAreOrderedAndCaseInsensitive() {
+        var headers = HTTPHeaders([("Set-Cookie", "a"), ("content-type", "text/plain")])
+        headers.add("set-cookie", "b")
+        #expect(headers["SET-COOKIE"] == "a")
+        #expect(headers.values(for: "Set-Cookie") == ["a", "b"])
+        headers.replaceOrAdd("Set-Cookie", "c")
+        #expect(headers.values(for: "set-cookie") == ["c"])
+        headers.replaceOrAdd("X-New", "1")
+        #expect(headers.map(\.0) == ["Set-Cookie", "content-type", "X-New"])
+    }
+
+    @Test func routerMatches() {
+        var router = Router()
+        router.add("GET", "/v1/payments/{id}") { _ in .text("one") }
+        router.add("POST", "/v1/payments/{id}/refunds") { _ in .text("refund") }
+        router.add("GET", "/v1/payments/history", inline: true) { _ in .text("history") }
+        guard case .found(_, let pattern, let parameters, let inline) = router.match(method: "GET", path: "/v1/payments/p1") else {
+            Issue.record("no match")
+            return
+        }
+        #expect(pattern == "/v1/payments/{id}")
+        #expect(parameters == ["id": "p1"])
+        #expect(inline == false)
+        guard case .found(_, let literal, _, true) = router.match(method: "GET", path: "/v1/payments/history") else {
+            Issue.record("literal route should win")
+            return
+        }
+        #expect(literal == "/v1/payments/history")
+        guard case .methodNotAllowed(let allowed) = router.match(method: "DELETE", path: "/v1/payments/p1") else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == ["GET"])
+        guard case .notFound = router.match(method: "GET", path: "/v1/payments/") else {
+            Issue.record("an empty parameter must not match")
+            return
+        }
+        guard case .notFound = router.match(method: "GET", path: "/v1/payments/p1/extra/x") else {
+            Issue.record("expected 404")
+            return
+        }
+    }
+
+    @Test func responseHeadersWithLineBreaksAreNeverSent() {
+        #expect(ServerCore.isSafeHeader(name: "X-Ok", value: "fine"))
+        #expect(!ServerCore.isSafeHeader(name: "X-Bad", value: "a\r\nSet-Cookie: x"))
+        #expect(!ServerCore.isSafeHeader(name: "X Bad", value: "a"))
+        #expect(!ServerCore.isSafeHeader(name: "Content-Length", value: "5"))
+    }
+}
