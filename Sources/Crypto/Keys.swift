@@ -5,6 +5,8 @@ import Foundation
 public enum KeyKind: Equatable, Sendable {
     /// EC on NIST P-256 (Apple Pay EC_v1, Apple's signing leaves).
     case ecP256
+    /// EC on another named curve (e.g. secp384r1 in Apple's roots); verification only.
+    case ecOther(curve: String)
     /// RSA with the given modulus size in bits (Apple Pay RSA_v1).
     case rsa(bits: Int)
 }
@@ -24,10 +26,7 @@ final class EVPKey: @unchecked Sendable {
                 throw CryptoError.openssl(.keyTypeUnsupported, "EC key without a named curve")
             }
             let curve = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            guard curve == "prime256v1" || curve == "P-256" else {
-                throw CryptoError(.keyTypeUnsupported, "EC curve \(curve) is not P-256")
-            }
-            return .ecP256
+            return curve == "prime256v1" || curve == "P-256" ? .ecP256 : .ecOther(curve: curve)
         case EVP_PKEY_RSA:
             return .rsa(bits: Int(EVP_PKEY_get_bits(pointer)))
         default:
