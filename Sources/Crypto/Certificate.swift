@@ -9,6 +9,13 @@ public struct CertificateExtension: Sendable, Equatable {
     public let isCritical: Bool
     /// The raw extnValue contents (the DER inside the OCTET STRING).
     public let value: [UInt8]
+
+    /// Creates an extension description (for `CertificateTemplate.customExtensions`).
+    public init(oid: String, isCritical: Bool, value: [UInt8]) {
+        self.oid = oid
+        self.isCritical = isCritical
+        self.value = value
+    }
 }
 
 /// A parsed X.509 certificate; owns its `X509` handle.
