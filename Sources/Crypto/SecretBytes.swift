@@ -21,16 +21,19 @@ public final class SecretBytes: @unchecked Sendable, CustomStringConvertible, Cu
     /// Allocates `count` bytes and lets `fill` write them in place; the buffer is zeroed before and after use.
     public init<E: Error>(count: Int, fill: (UnsafeMutableRawBufferPointer) throws(E) -> Void) throws(E) {
         precondition(count >= 0, "negative secret length")
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-        storage.initializeMemory(as: UInt8.self, repeating: 0)
-        self.count = count
+        // Fill a local buffer first: a class whose stored properties are all set runs deinit when its
+        // init throws, so assigning `storage` before `fill` could free the buffer twice.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
         do {
-            try fill(UnsafeMutableRawBufferPointer(rebasing: storage[0..<count]))
+            try fill(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
         } catch {
-            OPENSSL_cleanse(storage.baseAddress, storage.count)
-            storage.deallocate()
+            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            buffer.deallocate()
             throw error
         }
+        storage = buffer
+        self.count = count
     }
 
     deinit {
