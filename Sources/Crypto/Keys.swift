@@ -161,6 +161,16 @@ public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
+    /// Type-specific DER (SEC1 for EC, PKCS#1 for RSA), as older tools write it.
+    public func traditionalDER() throws(CryptoError) -> SecretBytes {
+        let length = i2d_PrivateKey(key.pointer, nil)
+        guard length > 0 else { throw CryptoError.openssl(.opensslFailure, "i2d_PrivateKey") }
+        return try SecretBytes(count: Int(length)) { (buf: UnsafeMutableRawBufferPointer) throws(CryptoError) in
+            var p = buf.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            guard i2d_PrivateKey(key.pointer, &p) == length else { throw CryptoError.openssl(.opensslFailure, "i2d_PrivateKey") }
+        }
+    }
+
     /// PKCS#8 PEM (`PRIVATE KEY`); the returned String cannot be zeroed, so write it out and drop it.
     public func unsafePKCS8PEM() throws(CryptoError) -> String {
         try PEM.encode(label: "PRIVATE KEY", der: pkcs8DER().unsafeRevealedCopy())

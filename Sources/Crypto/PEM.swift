@@ -23,7 +23,7 @@ public enum PEM {
         var label: String?
         var headers: [String] = []
         var body = ""
-        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0.isNewline }) {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if let current = label {
                 if line.hasPrefix("-----END ") {
