@@ -100,6 +100,12 @@ public struct UnverifiedPaymentToken: Sendable {
         version = body.version
         encryptedData = try UnverifiedPaymentToken.base64(body.data, field: "data")
         signature = try UnverifiedPaymentToken.base64(body.signature, field: "signature")
+        guard encryptedData.count <= limits.encryptedDataBytesMax else {
+            throw TokenError(.tokenTooLarge, "data is \(encryptedData.count) bytes, limit \(limits.encryptedDataBytesMax)")
+        }
+        guard signature.count <= limits.signatureBytesMax else {
+            throw TokenError(.tokenTooLarge, "signature is \(signature.count) bytes, limit \(limits.signatureBytesMax)")
+        }
         ephemeralPublicKey = try header.ephemeralPublicKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s, field: "ephemeralPublicKey") }
         wrappedKey = try header.wrappedKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s, field: "wrappedKey") }
         publicKeyHash = try UnverifiedPaymentToken.base64(header.publicKeyHash, field: "publicKeyHash")

@@ -88,11 +88,13 @@ public enum CertificateIssuer {
 
     /// Signs `content` as a detached CMS SignedData (DER) with `signer`/`key`, carrying `extraCertificates`
     /// and a signingTime attribute. `omitSigningTimeForTesting` strips the attribute after signing
-    /// (leaving an invalid signature) so verifiers can be tested on its absence.
+    /// (leaving an invalid signature) so verifiers can be tested on its absence; `extraSignersForTesting`
+    /// adds further SignerInfos.
     public static func signDetachedCMS(content: [UInt8], signer: Certificate, key: PrivateKey,
                                        extraCertificates: [Certificate], signingTime: Date,
                                        digest: CMSDigestAlgorithm = .sha256,
-                                       omitSigningTimeForTesting: Bool = false) throws(CryptoError) -> [UInt8] {
+                                       omitSigningTimeForTesting: Bool = false,
+                                       extraSignersForTesting: [(Certificate, PrivateKey)] = []) throws(CryptoError) -> [UInt8] {
         let flags = UInt32(CMS_PARTIAL | CMS_DETACHED | CMS_BINARY | CMS_NOSMIMECAP)
         guard let cms = CMS_sign(nil, nil, nil, nil, flags) else { throw CryptoError.openssl(.opensslFailure, "CMS_sign") }
         let handle = CMSHandle(owning: cms)
@@ -107,6 +109,11 @@ public enum CertificateIssuer {
         // A preset signingTime stops OpenSSL from stamping the wall clock (RFC 5652 §11.3).
         guard CMS_signed_add1_attr_by_NID(si, NID_pkcs9_signingTime, ASN1_STRING_type(time), time, -1) == 1 else {
             throw CryptoError.openssl(.opensslFailure, "signingTime attribute")
+        }
+        for (cert, extraKey) in extraSignersForTesting {
+            guard CMS_add1_signer(cms, cert.pointer, extraKey.key.pointer, md, flags) != nil else {
+                throw CryptoError.openssl(.opensslFailure, "CMS_add1_signer")
+            }
         }
         for cert in extraCertificates {
             guard CMS_add1_cert(cms, cert.pointer) == 1 else { throw CryptoError.openssl(.opensslFailure, "CMS_add1_cert") }

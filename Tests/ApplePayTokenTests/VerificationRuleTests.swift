@@ -26,6 +26,16 @@ let ruleCases: [RuleCase] = [
     RuleCase(rule: "signature_must_be_CMS_SignedData", expected: .signatureMalformed) { f in
         (try f.editedPaymentData { $0["signature"] = Data(repeating: 0x30, count: 40).base64EncodedString() }, f.decryptor(), fixtureTime)
     },
+    RuleCase(rule: "signature_has_exactly_one_signer", expected: .signatureMalformed) { f in
+        var request = SandboxFixture.request()
+        request.signTwiceForTesting = true
+        return (try f.authority.mintToken(request, for: f.merchant), f.decryptor(), fixtureTime)
+    },
+    RuleCase(rule: "signature_carries_only_leaf_and_intermediate", expected: .signatureMalformed) { f in
+        var request = SandboxFixture.request()
+        request.extraCertificatesForTesting = [f.authority.root]
+        return (try f.authority.mintToken(request, for: f.merchant), f.decryptor(), fixtureTime)
+    },
     RuleCase(rule: "leaf_must_carry_1.2.840.113635.100.6.29", expected: .leafCertificateMissingOID) { f in
         let authority = try SandboxAuthority.create(validFrom: fixtureTime.addingTimeInterval(-60), omitLeafMarkerForTesting: true)
         return (try authority.mintToken(SandboxFixture.request(), for: f.merchant), f.decryptor(roots: [authority.root]), fixtureTime)
@@ -168,6 +178,26 @@ let ruleCases: [RuleCase] = [
         limits.tokenBytesMax = f.token.count - 1
         let error = try #require(throws: TokenError.self) { try f.decryptor(limits: limits).decrypt(f.token, now: fixtureTime) }
         #expect(error.code == .tokenTooLarge)
+    }
+
+    @Test(arguments: ["header", "data", "signature"])
+    func fieldLimitsAtAndPastTheBoundary(field: String) throws {
+        let f = try SandboxFixture()
+        let token = try UnverifiedPaymentToken(json: f.token)
+        var limits = TokenLimits()
+        switch field {
+        case "header": limits.headerFieldBytesMax = Data(token.ephemeralPublicKey ?? []).base64EncodedString().utf8.count
+        case "data": limits.encryptedDataBytesMax = token.encryptedData.count
+        default: limits.signatureBytesMax = token.signature.count
+        }
+        _ = try f.decryptor(limits: limits).decrypt(f.token, now: fixtureTime)
+        switch field {
+        case "header": limits.headerFieldBytesMax -= 1
+        case "data": limits.encryptedDataBytesMax -= 1
+        default: limits.signatureBytesMax -= 1
+        }
+        let error = try #require(throws: TokenError.self) { try f.decryptor(limits: limits).decrypt(f.token, now: fixtureTime) }
+        #expect(error.code == .tokenTooLarge, "\(field)")
     }
 
     @Test func ageLimitAtAndPastTheBoundary() throws {

@@ -120,8 +120,10 @@ public struct SandboxAuthority: Sendable {
             let applicationDataHash = request.applicationData.map { Digest.sha256($0) }
             let signed = ephemeralDER + data + transactionId + (applicationDataHash ?? [])
             let signature = try CertificateIssuer.signDetachedCMS(
-                content: signed, signer: leaf, key: leafKey, extraCertificates: [intermediate], signingTime: request.signingTime,
-                digest: request.digestForTesting, omitSigningTimeForTesting: request.omitSigningTimeForTesting)
+                content: signed, signer: leaf, key: leafKey,
+                extraCertificates: (request.signTwiceForTesting ? [] : [intermediate]) + request.extraCertificatesForTesting, signingTime: request.signingTime,
+                digest: request.digestForTesting, omitSigningTimeForTesting: request.omitSigningTimeForTesting,
+                extraSignersForTesting: request.signTwiceForTesting ? [(intermediate, intermediateKey)] : [])
             var header: [String: String] = [
                 "ephemeralPublicKey": Data(ephemeralDER).base64EncodedString(),
                 "publicKeyHash": merchant.publicKeyHashBase64,
@@ -183,6 +185,10 @@ public struct SandboxTokenRequest: Sendable {
     public var digestForTesting: CMSDigestAlgorithm = .sha256
     /// Strip signingTime; only tests set it.
     public var omitSigningTimeForTesting = false
+    /// Carry more certificates than the leaf and intermediate; only tests set it.
+    public var extraCertificatesForTesting: [Certificate] = []
+    /// Add a second SignerInfo (by the intermediate); only tests set it.
+    public var signTwiceForTesting = false
 
     /// Creates a request with a test card's defaults.
     public init(amountMinor: Int64, currencyCodeNumeric: String, applicationData: [UInt8]?, pan: String = "4111111111111111",
