@@ -1,3 +1,0 @@
-// ApplePayToken: UnverifiedPaymentToken -> VerifiedPaymentToken -> DecryptedPaymentData.
-import Crypto
-import Money
