@@ -52,6 +52,7 @@ public final class PostgresConnection {
     }
 
     /// Runs one statement and returns the affected row count.
+    @discardableResult
     public func execute(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> Int {
         try query(sql, parameters).affectedRows
     }

@@ -94,6 +94,7 @@ public final class PostgresPool: Sendable {
     }
 
     /// Runs one statement on a pooled connection and returns the affected row count.
+    @discardableResult
     public func execute(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws -> Int {
         try withConnection { connection in try connection.execute(sql, parameters) }
     }
