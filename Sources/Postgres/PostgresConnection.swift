@@ -1,0 +1,323 @@
+import CLibPQ
+import Foundation
+import Glibc
+
+/// One PostgreSQL session. Not Sendable: a connection is owned by one thread at a time, and the
+/// pool hands it from thread to thread only while nobody else holds it.
+///
+/// Retry rule (the only automatic retry in this module): a statement is re-sent once, on a freshly
+/// reset connection, only when all of these hold —
+/// 1. the connection came from the pool's idle list (a brand-new connection is never retried),
+/// 2. it is the first statement of this checkout,
+/// 3. the session was not inside a transaction when it was sent,
+/// 4. the statement is marked idempotent (`SQL(idempotent:)`) or is the pool's own `BEGIN`, and
+/// 5. libpq reports the connection as broken (CONNECTION_BAD) after the attempt.
+/// A statement in a transaction or one not marked idempotent is never retried: it may have run.
+public final class PostgresConnection {
+    private var handle: OpaquePointer
+    private var reusedFromIdle = false
+    private var statementsThisCheckout = 0
+    /// Set when the session is in a state the pool must not reuse.
+    private(set) var isBroken = false
+
+    /// Highest parameter count the protocol allows (Bind message uses an Int16 count).
+    public static let parametersMax = 65_535
+
+    init(handle: OpaquePointer) {
+        self.handle = handle
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    /// Opens a connection outside any pool (the pool and the listener use this too).
+    static func open(_ settings: ConnectSettings) throws(PostgresError) -> PostgresConnection {
+        switch settings.connect() {
+        case .success(let handle): return PostgresConnection(handle: handle)
+        case .failure(let error): throw error
+        }
+    }
+
+    // MARK: Public statements
+
+    /// Runs one statement with `$1…` parameters (unnamed prepared statement, text results).
+    public func query(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> PostgresResult {
+        let texts = try parameterTexts(parameters)
+        let result = try run(retryable: sql.isIdempotent) { handle in
+            Self.execParams(handle, sql.text, texts)
+        }
+        defer { PQclear(result) }
+        return Self.makeResult(result)
+    }
+
+    /// Runs one statement and returns the affected row count.
+    @discardableResult
+    public func execute(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> Int {
+        try query(sql, parameters).affectedRows
+    }
+
+    /// Runs a multi-statement script without parameters (migrations); stops at the first error.
+    public func simpleQuery(_ sql: SQL) throws(PostgresError) {
+        let result = try run(retryable: sql.isIdempotent) { handle in PQexec(handle, sql.text) }
+        PQclear(result)
+    }
+
+    // MARK: Pool and transaction support
+
+    /// Called by the pool when a caller takes the connection.
+    func beginCheckout(reused: Bool) {
+        reusedFromIdle = reused
+        statementsThisCheckout = 0
+    }
+
+    /// Cheap checkout validation: the session must be idle, and its socket must have nothing to read.
+    /// An idle session receives nothing unless the server is going away (e.g. FATAL 57P01 on
+    /// shutdown, then EOF), so readable data means "discard", without a round trip.
+    func looksUsableAfterIdle() -> Bool {
+        guard !isBroken, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else {
+            return false
+        }
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
+    }
+
+    /// Brings the session back to idle before it returns to the pool; false means discard it.
+    func resetForReuse() -> Bool {
+        if isBroken || PQstatus(handle) != CONNECTION_OK { return false }
+        switch PQtransactionStatus(handle) {
+        case PQTRANS_IDLE:
+            return true
+        case PQTRANS_INTRANS, PQTRANS_INERROR:
+            // A body left a transaction open (its own BEGIN, or an error between BEGIN and COMMIT).
+            rollbackQuietly()
+            return !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE
+        default:
+            return false
+        }
+    }
+
+    /// BEGIN with isolation, plus SET LOCAL statement_timeout so the limit also holds behind
+    /// pgbouncer transaction pooling, where startup options do not reach the server (§7.4).
+    func begin(isolation: TransactionIsolation, statementTimeoutMilliseconds: Int) throws(PostgresError) {
+        let text = "BEGIN ISOLATION LEVEL \(isolation.sql); SET LOCAL statement_timeout = \(statementTimeoutMilliseconds)"
+        do {
+            let result = try run(retryable: true) { handle in PQexec(handle, text) }
+            PQclear(result)
+        } catch {
+            var failure = error
+            failure.message = "BEGIN failed (\(error.code.rawValue)): " + error.message
+            failure.code = .transactionBeginFailed
+            if PQtransactionStatus(handle) != PQTRANS_IDLE { rollbackQuietly() }
+            throw failure
+        }
+    }
+
+    /// COMMIT; distinguishes "PostgreSQL said no" from "nobody knows" (STYLE.md, Database).
+    func commit() throws(PostgresError) {
+        statementsThisCheckout += 1
+        let result = PQexec(handle, "COMMIT")
+        defer { PQclear(result) }
+        if PQstatus(handle) != CONNECTION_OK || result == nil {
+            isBroken = true
+            throw PostgresError(code: .transactionCommitUnknown,
+                                message: "connection lost during COMMIT; outcome unknown: " + libpqMessage(handle))
+        }
+        let status = PQresultStatus(result)
+        if status == PGRES_COMMAND_OK {
+            // COMMIT of an aborted transaction answers with the tag ROLLBACK.
+            if let tag = PQcmdStatus(result), String(cString: tag) == "ROLLBACK" {
+                throw PostgresError(code: .transactionCommitFailed,
+                                    message: "transaction was aborted by an earlier error and rolled back")
+            }
+            return
+        }
+        var error = Self.serverError(result, handle: handle)
+        error.code = .transactionCommitFailed
+        error.message = "COMMIT failed: " + error.message
+        if PQtransactionStatus(handle) != PQTRANS_IDLE { rollbackQuietly() }
+        throw error
+    }
+
+    /// ROLLBACK whose failure only marks the connection broken (the caller's error wins).
+    @discardableResult
+    func rollbackQuietly() -> Bool {
+        statementsThisCheckout += 1
+        let result = PQexec(handle, "ROLLBACK")
+        defer { PQclear(result) }
+        let ok = result != nil && PQresultStatus(result) == PGRES_COMMAND_OK && PQstatus(handle) == CONNECTION_OK
+        if !ok { isBroken = true }
+        return ok
+    }
+
+    // MARK: Listener support
+
+    /// LISTEN on one channel, quoting the name with PQescapeIdentifier.
+    func listen(channel: String) throws(PostgresError) {
+        let bytes = Array(channel.utf8)
+        guard let escaped = PQescapeIdentifier(handle, channel, bytes.count) else {
+            throw PostgresError(code: .queryFailed, message: "channel name could not be quoted: " + libpqMessage(handle))
+        }
+        let text = "LISTEN " + String(cString: escaped)
+        PQfreemem(escaped)
+        let result = try run(retryable: false) { handle in PQexec(handle, text) }
+        PQclear(result)
+    }
+
+    /// The socket libpq reads from, for poll(2).
+    var socket: Int32 { PQsocket(handle) }
+
+    /// Reads whatever arrived and returns queued notifications (at most `limit`); false = connection lost.
+    func consumeNotifications(limit: Int) -> (alive: Bool, notifications: [PostgresNotification]) {
+        let consumed = PQconsumeInput(handle) == 1
+        var notifications: [PostgresNotification] = []
+        while notifications.count < limit, let notify = PQnotifies(handle) {
+            let channel = notify.pointee.relname.map { String(cString: $0) } ?? ""
+            let payload = notify.pointee.extra.map { String(cString: $0) } ?? ""
+            notifications.append(PostgresNotification(channel: channel, payload: payload))
+            PQfreemem(notify)
+        }
+        let alive = consumed && PQstatus(handle) == CONNECTION_OK
+        if !alive { isBroken = true }
+        return (alive, notifications)
+    }
+
+    // MARK: Execution core
+
+    private func parameterTexts(_ parameters: [any PostgresEncodable]) throws(PostgresError) -> [String?] {
+        guard parameters.count <= Self.parametersMax else {
+            throw PostgresError(code: .queryFailed,
+                                message: "\(parameters.count) parameters exceed the protocol limit \(Self.parametersMax)")
+        }
+        var texts: [String?] = []
+        texts.reserveCapacity(parameters.count)
+        for (index, parameter) in parameters.enumerated() {
+            let text = parameter.postgresText
+            // A NUL would silently truncate the C string; PostgreSQL text cannot hold one anyway.
+            if let text, text.utf8.contains(0) {
+                throw PostgresError(code: .queryFailed, message: "parameter $\(index + 1) contains a NUL byte")
+            }
+            texts.append(text)
+        }
+        return texts
+    }
+
+    private static func execParams(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+        let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { copies.forEach { free($0) } }
+        let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
+        // paramTypes nil: the server infers types; resultFormat 0: text. Unnamed statement, so no
+        // session state survives the call (pgbouncer transaction mode, §7.4).
+        return PQexecParams(handle, text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+    }
+
+    /// Sends a statement (once, or twice under the retry rule above) and returns a successful result.
+    private func run(retryable: Bool, _ send: (OpaquePointer) -> OpaquePointer?) throws(PostgresError) -> OpaquePointer {
+        if isBroken {
+            throw PostgresError(code: .connectionFailed, message: "connection is broken; it will be discarded")
+        }
+        let mayRetry = retryable && reusedFromIdle && statementsThisCheckout == 0
+            && PQtransactionStatus(handle) == PQTRANS_IDLE
+        statementsThisCheckout += 1
+        var result = send(handle)
+        if PQstatus(handle) != CONNECTION_OK && mayRetry {
+            PQclear(result)
+            PQreset(handle)
+            reusedFromIdle = false
+            guard PQstatus(handle) == CONNECTION_OK else {
+                isBroken = true
+                throw PostgresError(code: .connectionFailed, message: "reconnect failed: " + libpqMessage(handle))
+            }
+            result = send(handle)
+        }
+        if PQstatus(handle) != CONNECTION_OK {
+            PQclear(result)
+            isBroken = true
+            throw PostgresError(code: .connectionFailed, message: "connection lost: " + libpqMessage(handle))
+        }
+        guard let result else {
+            isBroken = true
+            throw PostgresError(code: .connectionFailed, message: "no result: " + libpqMessage(handle))
+        }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return result
+        case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
+            let error = Self.serverError(result, handle: handle)
+            PQclear(result)
+            throw error
+        default:
+            // COPY and other streaming modes are not supported; the session is now mid-protocol.
+            PQclear(result)
+            isBroken = true
+            throw PostgresError(code: .queryFailed, message: "unsupported result mode (COPY is not supported)")
+        }
+    }
+
+    private static func field(_ result: OpaquePointer?, _ code: Character) -> String? {
+        guard let ascii = code.asciiValue, let value = PQresultErrorField(result, Int32(ascii)) else { return nil }
+        return String(cString: value)
+    }
+
+    /// Maps an error result to PostgresError, keeping only value-free fields (never DETAIL).
+    static func serverError(_ result: OpaquePointer?, handle: OpaquePointer) -> PostgresError {
+        let sqlState = field(result, "C")
+        let code: PostgresError.Code = sqlState == "57014" ? .statementTimeout : .queryFailed
+        var message = PostgresError.safeServerMessage(sqlState: sqlState, primary: field(result, "M"))
+        if sqlState == nil, let raw = PQresultErrorMessage(result) {
+            // Client-side errors (no SQLSTATE) come from libpq itself and hold no statement data.
+            let text = String(cString: raw).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !text.isEmpty { message = text }
+        }
+        if let table = field(result, "t") { message += " (table \(table))" }
+        return PostgresError(code: code, message: message, sqlState: sqlState,
+                             constraint: field(result, "n"), column: field(result, "c"))
+    }
+
+    private static func makeResult(_ result: OpaquePointer) -> PostgresResult {
+        let rowCount = Int(PQntuples(result))
+        let columnCount = Int(PQnfields(result))
+        var names: [String] = []
+        names.reserveCapacity(columnCount)
+        for column in 0..<columnCount {
+            names.append(PQfname(result, Int32(column)).map { String(cString: $0) } ?? "?column?")
+        }
+        let columns = PostgresColumns(names: names)
+        var rows: [PostgresRow] = []
+        rows.reserveCapacity(rowCount)
+        for row in 0..<rowCount {
+            var values: [String?] = []
+            values.reserveCapacity(columnCount)
+            for column in 0..<columnCount {
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 {
+                    values.append(nil)
+                } else {
+                    values.append(PQgetvalue(result, Int32(row), Int32(column)).map { String(cString: $0) } ?? "")
+                }
+            }
+            rows.append(PostgresRow(columns: columns, values: values))
+        }
+        let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
+        return PostgresResult(rows: rows, affectedRows: affected)
+    }
+}
+
+/// Transaction isolation levels (PostgreSQL docs 13.2).
+public enum TransactionIsolation: Sendable {
+    /// READ COMMITTED, PostgreSQL's default.
+    case readCommitted
+    /// REPEATABLE READ (snapshot isolation).
+    case repeatableRead
+    /// SERIALIZABLE (SSI); expect 40001 failures and retry the whole transaction.
+    case serializable
+
+    var sql: String {
+        switch self {
+        case .readCommitted: "READ COMMITTED"
+        case .repeatableRead: "REPEATABLE READ"
+        case .serializable: "SERIALIZABLE"
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+@testable import Postgres
+
+/// Every database test lives under this suite: serialized because one test restarts PostgreSQL,
+/// which would break statements running concurrently in sibling tests.
+@Suite(.serialized, .enabled(if: TestDatabase.url != nil,
+                             "TENDER_TEST_DATABASE_URL is not set (make test sets it)"))
+struct PostgresIntegration {}
+
+enum TestDatabase {
+    static let url: String? = {
+        guard let value = ProcessInfo.processInfo.environment["TENDER_TEST_DATABASE_URL"], !value.isEmpty
+        else { return nil }
+        return value
+    }()
+
+    static let restartCommand: String? = {
+        guard let value = ProcessInfo.processInfo.environment["TENDER_TEST_PG_RESTART"], !value.isEmpty
+        else { return nil }
+        return value
+    }()
+
+    static func configuration(_ adjust: (inout PostgresConfiguration) -> Void = { _ in }) -> PostgresConfiguration {
+        var configuration = PostgresConfiguration(connectionString: url ?? "")
+        configuration.applicationName = "tender-tests"
+        adjust(&configuration)
+        return configuration
+    }
+
+    /// A table name unique to one test run, so tests never share rows.
+    static func tableName(_ prefix: String) -> String {
+        prefix + "_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+    }
+
+    /// Runs the restart command through the shell (it may carry arguments and environment).
+    static func restart(_ command: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "restart command failed")
+    }
+}
+
+/// Asserts `body` throws a PostgresError with `code` and returns it for further checks.
+@discardableResult
+func expectPostgresError(_ code: PostgresError.Code, sourceLocation: SourceLocation = #_sourceLocation,
+                         _ body: () throws -> Void) -> PostgresError? {
+    do {
+        try body()
+        Issue.record("expected PostgresError \(code.rawValue), nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as PostgresError {
+        #expect(error.code == code, "got \(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected PostgresError \(code.rawValue), got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
+}
+
+/// Runs `body` on `count` real threads at once and waits for all of them.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let group = DispatchGroup()
+    for index in 0..<count {
+        group.enter()
+        let thread = Thread {
+            body(index)
+            group.leave()
+        }
+        thread.start()
+    }
+    group.wait()
+}
+
+/// Starts `body` on one thread; `join()` waits for it.
+final class BackgroundThread: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let done = self.done
+        Thread {
+            body()
+            done.signal()
+        }.start()
+    }
+
+    func join() { done.wait() }
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeoutSeconds` pass.
+func eventually(timeoutSeconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeoutSeconds)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return condition()
+}
+
+struct TestFailure: Error, Equatable {
+    let marker: String
+}
