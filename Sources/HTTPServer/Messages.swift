@@ -155,7 +155,7 @@ public struct HTTPProblem: Error, Sendable {
     public var headers: HTTPHeaders
 
     /// Base of the `type` URI; the problem code is appended to it.
-    public static let typeBase = "https://tender.example/problems/"
+    public static let typeBase = "https://docs.tender.dev/problems/"
 
     /// Creates a problem.
     public init(status: Int, code: String, title: String, detail: String, errors: [FieldError] = [],
