@@ -10,7 +10,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
     static let millisecondsMin: Int64 = -62_135_596_800_000  // 0001-01-01T00:00:00Z
     static let millisecondsMax: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
 
-    /// From Unix milliseconds (clamped use is the caller's concern; out-of-range values trap on format).
+    /// From Unix milliseconds; `rfc3339` clamps instants outside years 0001…9999 to that range.
     public init(millisecondsSinceEpoch: Int64) {
         self.millisecondsSinceEpoch = millisecondsSinceEpoch
     }
