@@ -56,9 +56,13 @@ public struct ApplePayLineItem: Codable, Hashable, Sendable {
 
 /// `ApplePayDateComponents` (§1.5): Gregorian, months 1-based.
 public struct ApplePayDateComponents: Codable, Hashable, Sendable {
+    /// Apple's `years` member.
     public var years: Int?
+    /// Apple's `months` member.
     public var months: Int?
+    /// Apple's `days` member.
     public var days: Int?
+    /// Apple's `hours` member.
     public var hours: Int?
 
     /// Components of one absolute date.
@@ -74,7 +78,9 @@ public struct ApplePayDateComponents: Codable, Hashable, Sendable {
 
 /// `ApplePayDateComponentsRange` (§1.5, v12): expected delivery window.
 public struct ApplePayDateComponentsRange: Codable, Hashable, Sendable {
+    /// Apple's `startDateComponents` member.
     public var startDateComponents: ApplePayDateComponents
+    /// Apple's `endDateComponents` member.
     public var endDateComponents: ApplePayDateComponents
 
     /// A delivery window.
@@ -91,7 +97,9 @@ public struct ApplePayDateComponentsRange: Codable, Hashable, Sendable {
 
 /// `ApplePayShippingMethod` (§1.5).
 public struct ApplePayShippingMethod: Codable, Hashable, Sendable {
+    /// Apple's `label` member.
     public var label: String
+    /// Apple's `detail` member.
     public var detail: String
     /// Non-negative decimal string.
     public var amount: String
@@ -116,11 +124,13 @@ public struct ApplePayShippingMethod: Codable, Hashable, Sendable {
 
 /// `ApplePayRecurringPaymentRequest` (§2.1, v14).
 public struct ApplePayRecurringPaymentRequest: Codable, Hashable, Sendable {
+    /// Apple's `paymentDescription` member.
     public var paymentDescription: String
     /// `paymentTiming` must be `recurring`.
     public var regularBilling: ApplePayLineItem
     /// `paymentTiming` must be `recurring`.
     public var trialBilling: ApplePayLineItem?
+    /// Apple's `billingAgreement` member.
     public var billingAgreement: String?
     /// Absolute https URL.
     public var managementURL: String
@@ -136,11 +146,15 @@ public struct ApplePayRecurringPaymentRequest: Codable, Hashable, Sendable {
 
 /// `ApplePayAutomaticReloadPaymentRequest` (§2.2, v14).
 public struct ApplePayAutomaticReloadPaymentRequest: Codable, Hashable, Sendable {
+    /// Apple's `paymentDescription` member.
     public var paymentDescription: String
     /// `paymentTiming` must be `automaticReload`; `amount` is the reload amount.
     public var automaticReloadBilling: ApplePayLineItem
+    /// Apple's `billingAgreement` member.
     public var billingAgreement: String?
+    /// Apple's `managementURL` member.
     public var managementURL: String
+    /// Apple's `tokenNotificationURL` member.
     public var tokenNotificationURL: String?
 
     static let keySchema = KeySchema.object([
@@ -151,14 +165,19 @@ public struct ApplePayAutomaticReloadPaymentRequest: Codable, Hashable, Sendable
 
 /// `ApplePayDeferredPaymentRequest` (§2.3).
 public struct ApplePayDeferredPaymentRequest: Codable, Hashable, Sendable {
+    /// Apple's `billingAgreement` member.
     public var billingAgreement: String?
     /// `paymentTiming` must be `deferred` with a `deferredPaymentDate`.
     public var deferredBilling: ApplePayLineItem
+    /// Apple's `freeCancellationDate` member.
     public var freeCancellationDate: Timestamp?
     /// IANA time zone; present iff `freeCancellationDate` is.
     public var freeCancellationDateTimeZone: String?
+    /// Apple's `managementURL` member.
     public var managementURL: String
+    /// Apple's `paymentDescription` member.
     public var paymentDescription: String
+    /// Apple's `tokenNotificationURL` member.
     public var tokenNotificationURL: String?
 
     static let keySchema = KeySchema.object([
@@ -170,9 +189,13 @@ public struct ApplePayDeferredPaymentRequest: Codable, Hashable, Sendable {
 
 /// `ApplePayPaymentTokenContext` (§2.4, v14): one sub-merchant's share of a multi-token payment.
 public struct ApplePayPaymentTokenContext: Codable, Hashable, Sendable {
+    /// Apple's `merchantIdentifier` member.
     public var merchantIdentifier: String
+    /// Apple's `externalIdentifier` member.
     public var externalIdentifier: String
+    /// Apple's `merchantName` member.
     public var merchantName: String
+    /// Apple's `merchantDomain` member.
     public var merchantDomain: String?
     /// Decimal string, > 0; the sum over contexts must not exceed the total.
     public var amount: String
@@ -185,24 +208,39 @@ public struct ApplePayPaymentTokenContext: Codable, Hashable, Sendable {
 
 /// `ApplePayDisbursementRequest` (WebKit 2024; payouts, carried for completeness).
 public struct ApplePayDisbursementRequest: Codable, Hashable, Sendable {
+    /// Apple's `requiredRecipientContactFields` member.
     public var requiredRecipientContactFields: [ApplePayContactField]?
 }
 
 /// `ApplePayPaymentContact` (§1.2). Produced by Apple: decoded leniently (unknown keys ignored).
 public struct ApplePayPaymentContact: Codable, Hashable, Sendable {
+    /// Apple's `phoneNumber` member.
     public var phoneNumber: String?
+    /// Apple's `emailAddress` member.
     public var emailAddress: String?
+    /// Apple's `givenName` member.
     public var givenName: String?
+    /// Apple's `familyName` member.
     public var familyName: String?
+    /// Apple's `phoneticGivenName` member.
     public var phoneticGivenName: String?
+    /// Apple's `phoneticFamilyName` member.
     public var phoneticFamilyName: String?
+    /// Apple's `addressLines` member.
     public var addressLines: [String]?
+    /// Apple's `subLocality` member.
     public var subLocality: String?
+    /// Apple's `locality` member.
     public var locality: String?
+    /// Apple's `postalCode` member.
     public var postalCode: String?
+    /// Apple's `subAdministrativeArea` member.
     public var subAdministrativeArea: String?
+    /// Apple's `administrativeArea` member.
     public var administrativeArea: String?
+    /// Apple's `country` member.
     public var country: String?
+    /// Apple's `countryCode` member.
     public var countryCode: String?
 
     /// A contact; every member optional (redacted contacts carry only a few).
@@ -233,37 +271,54 @@ public struct ApplePayPaymentRequest: Codable, Hashable, Sendable {
     // ApplePayRequestBase
     /// WebKit-only v15+ feature flags.
     public var features: [String]?
+    /// Apple's `merchantCapabilities` member.
     public var merchantCapabilities: [ApplePayMerchantCapability]
+    /// Apple's `supportedNetworks` member.
     public var supportedNetworks: [ApplePayNetwork]
     /// ISO 3166-1 alpha-2 of the merchant.
     public var countryCode: String
+    /// Apple's `requiredBillingContactFields` member.
     public var requiredBillingContactFields: [ApplePayContactField]?
+    /// Apple's `billingContact` member.
     public var billingContact: ApplePayPaymentContact?
+    /// Apple's `requiredShippingContactFields` member.
     public var requiredShippingContactFields: [ApplePayContactField]?
+    /// Apple's `shippingContact` member.
     public var shippingContact: ApplePayPaymentContact?
     /// Base64; binds the token to this checkout session (§1.6).
     public var applicationData: String?
     /// Card-issuing countries (v3+).
     public var supportedCountries: [String]?
+    /// Apple's `supportsCouponCode` member.
     public var supportsCouponCode: Bool?
+    /// Apple's `couponCode` member.
     public var couponCode: String?
+    /// Apple's `shippingContactEditingMode` member.
     public var shippingContactEditingMode: ApplePayShippingContactEditingMode?
+    /// Apple's `applePayLaterAvailability` member.
     public var applePayLaterAvailability: ApplePayLaterAvailability?
     /// WebKit conditional, undocumented.
     public var merchantCategoryCode: String?
     // ApplePayPaymentRequest
     /// Computed by Tender: label = merchant display name, amount = Σ final line items.
     public var total: ApplePayLineItem
+    /// Apple's `lineItems` member.
     public var lineItems: [ApplePayLineItem]?
     /// ISO 4217 alphabetic.
     public var currencyCode: String
+    /// Apple's `shippingType` member.
     public var shippingType: ApplePayShippingType?
     /// The selected method first.
     public var shippingMethods: [ApplePayShippingMethod]?
+    /// Apple's `recurringPaymentRequest` member.
     public var recurringPaymentRequest: ApplePayRecurringPaymentRequest?
+    /// Apple's `automaticReloadPaymentRequest` member.
     public var automaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest?
+    /// Apple's `multiTokenContexts` member.
     public var multiTokenContexts: [ApplePayPaymentTokenContext]?
+    /// Apple's `deferredPaymentRequest` member.
     public var deferredPaymentRequest: ApplePayDeferredPaymentRequest?
+    /// Apple's `disbursementRequest` member.
     public var disbursementRequest: ApplePayDisbursementRequest?
 
     /// Every member name Apple defines for this dictionary (rule 30).

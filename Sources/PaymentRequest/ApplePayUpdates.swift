@@ -2,6 +2,7 @@
 
 /// `ApplePayError` (§3.3): a shopper-fixable problem shown on the sheet.
 public struct ApplePayError: Codable, Hashable, Sendable {
+    /// Apple's `code` member.
     public var code: ApplePayErrorCode
     /// Which contact field is wrong (with `shippingContactInvalid`, `billingContactInvalid`, `addressUnserviceable`).
     public var contactField: ApplePayErrorContactField?
@@ -26,57 +27,91 @@ public protocol ApplePayDetailsUpdate: Codable, Hashable, Sendable {
 
 /// `ApplePayShippingMethodUpdate` (§3.2): answer to `onshippingmethodselected`; Apple defines no `errors`.
 public struct ApplePayShippingMethodUpdate: ApplePayDetailsUpdate {
+    /// Apple's `newTotal` member.
     public var newTotal: ApplePayLineItem
+    /// Apple's `newLineItems` member.
     public var newLineItems: [ApplePayLineItem]?
+    /// Apple's `newShippingMethods` member.
     public var newShippingMethods: [ApplePayShippingMethod]?
+    /// Apple's `newMultiTokenContexts` member.
     public var newMultiTokenContexts: [ApplePayPaymentTokenContext]?
+    /// Apple's `newRecurringPaymentRequest` member.
     public var newRecurringPaymentRequest: ApplePayRecurringPaymentRequest?
+    /// Apple's `newAutomaticReloadPaymentRequest` member.
     public var newAutomaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest?
+    /// Apple's `newDeferredPaymentRequest` member.
     public var newDeferredPaymentRequest: ApplePayDeferredPaymentRequest?
 }
 
 /// `ApplePayShippingContactUpdate` (§3.2): answer to `onshippingcontactselected`.
 public struct ApplePayShippingContactUpdate: ApplePayDetailsUpdate {
+    /// Apple's `newTotal` member.
     public var newTotal: ApplePayLineItem
+    /// Apple's `newLineItems` member.
     public var newLineItems: [ApplePayLineItem]?
+    /// Apple's `newShippingMethods` member.
     public var newShippingMethods: [ApplePayShippingMethod]?
+    /// Apple's `errors` member.
     public var errors: [ApplePayError]?
+    /// Apple's `newMultiTokenContexts` member.
     public var newMultiTokenContexts: [ApplePayPaymentTokenContext]?
+    /// Apple's `newRecurringPaymentRequest` member.
     public var newRecurringPaymentRequest: ApplePayRecurringPaymentRequest?
+    /// Apple's `newAutomaticReloadPaymentRequest` member.
     public var newAutomaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest?
+    /// Apple's `newDeferredPaymentRequest` member.
     public var newDeferredPaymentRequest: ApplePayDeferredPaymentRequest?
 }
 
 /// `ApplePayCouponCodeUpdate` (§3.2): answer to `oncouponcodechanged`.
 public struct ApplePayCouponCodeUpdate: ApplePayDetailsUpdate {
+    /// Apple's `newTotal` member.
     public var newTotal: ApplePayLineItem
+    /// Apple's `newLineItems` member.
     public var newLineItems: [ApplePayLineItem]?
+    /// Apple's `newShippingMethods` member.
     public var newShippingMethods: [ApplePayShippingMethod]?
+    /// Apple's `errors` member.
     public var errors: [ApplePayError]?
+    /// Apple's `newMultiTokenContexts` member.
     public var newMultiTokenContexts: [ApplePayPaymentTokenContext]?
+    /// Apple's `newRecurringPaymentRequest` member.
     public var newRecurringPaymentRequest: ApplePayRecurringPaymentRequest?
+    /// Apple's `newAutomaticReloadPaymentRequest` member.
     public var newAutomaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest?
+    /// Apple's `newDeferredPaymentRequest` member.
     public var newDeferredPaymentRequest: ApplePayDeferredPaymentRequest?
 }
 
 /// `ApplePayPaymentMethodUpdate` (§3.2): answer to `onpaymentmethodselected`.
 public struct ApplePayPaymentMethodUpdate: ApplePayDetailsUpdate {
+    /// Apple's `newTotal` member.
     public var newTotal: ApplePayLineItem
+    /// Apple's `newLineItems` member.
     public var newLineItems: [ApplePayLineItem]?
+    /// Apple's `newShippingMethods` member.
     public var newShippingMethods: [ApplePayShippingMethod]?
+    /// Apple's `errors` member.
     public var errors: [ApplePayError]?
+    /// Apple's `newMultiTokenContexts` member.
     public var newMultiTokenContexts: [ApplePayPaymentTokenContext]?
+    /// Apple's `newRecurringPaymentRequest` member.
     public var newRecurringPaymentRequest: ApplePayRecurringPaymentRequest?
+    /// Apple's `newAutomaticReloadPaymentRequest` member.
     public var newAutomaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest?
+    /// Apple's `newDeferredPaymentRequest` member.
     public var newDeferredPaymentRequest: ApplePayDeferredPaymentRequest?
 }
 
 /// `ApplePayPaymentMethod` (§6.1): produced by Apple, decoded leniently.
 public struct ApplePayPaymentMethod: Codable, Hashable, Sendable {
+    /// Apple's `displayName` member.
     public var displayName: String?
+    /// Apple's `network` member.
     public var network: String?
     /// `debit`, `credit`, `prepaid` or `store`.
     public var type: String?
+    /// Apple's `billingContact` member.
     public var billingContact: ApplePayPaymentContact?
 
     /// A payment method as the sheet reports it.
@@ -91,9 +126,13 @@ public struct ApplePayPaymentMethod: Codable, Hashable, Sendable {
 
 /// `ApplePayPaymentOrderDetails` (§3.5, v14).
 public struct ApplePayPaymentOrderDetails: Codable, Hashable, Sendable {
+    /// Apple's `orderTypeIdentifier` member.
     public var orderTypeIdentifier: String
+    /// Apple's `orderIdentifier` member.
     public var orderIdentifier: String
+    /// Apple's `webServiceURL` member.
     public var webServiceURL: String
+    /// Apple's `authenticationToken` member.
     public var authenticationToken: String
 
     /// Wallet order details.
@@ -115,6 +154,7 @@ public struct ApplePayPaymentAuthorizationResult: Codable, Hashable, Sendable {
 
     /// 0 success or 1 failure (2–4 only for legacy clients).
     public var status: Int
+    /// Apple's `errors` member.
     public var errors: [ApplePayError]?
     /// Only with success (§3.5).
     public var orderDetails: ApplePayPaymentOrderDetails?

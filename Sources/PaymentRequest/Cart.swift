@@ -5,7 +5,9 @@
 public struct CartShippingMethod: Codable, Hashable, Sendable {
     /// Tender's key; the only thing a shopper's selection may name (rule 32).
     public var identifier: String
+    /// `label`.
     public var label: String
+    /// `detail`.
     public var detail: String
     /// Non-negative decimal string in the cart currency.
     public var amount: String
@@ -43,25 +45,39 @@ public struct CartShippingMethod: Codable, Hashable, Sendable {
 /// The cart: items, shipping methods, coupon code and Apple Pay options, never a total.
 /// Raw and unvalidated; `CheckoutBuilder.build` turns it into a `PricedCheckout` or a list of issues.
 public struct Cart: Codable, Hashable, Sendable {
+    /// `currencyCode`.
     public var currencyCode: String
     /// Defaults to the merchant's country.
     public var countryCode: String?
+    /// `lineItems`.
     public var lineItems: [ApplePayLineItem]
+    /// `shippingMethods`.
     public var shippingMethods: [CartShippingMethod]?
+    /// `shippingType`.
     public var shippingType: ApplePayShippingType?
+    /// `requiredShippingContactFields`.
     public var requiredShippingContactFields: [ApplePayContactField]?
+    /// `requiredBillingContactFields`.
     public var requiredBillingContactFields: [ApplePayContactField]?
     /// Prefilled shipping contact; its country/region also seed the tax computation.
     public var shippingContact: ApplePayPaymentContact?
+    /// `billingContact`.
     public var billingContact: ApplePayPaymentContact?
+    /// `shippingContactEditingMode`.
     public var shippingContactEditingMode: ApplePayShippingContactEditingMode?
+    /// `supportsCouponCode`.
     public var supportsCouponCode: Bool?
     /// Initial code ("" = none); applied to the initial totals (§1.7).
     public var couponCode: String?
+    /// `recurringPaymentRequest`.
     public var recurringPaymentRequest: ApplePayRecurringPaymentRequest?
+    /// `automaticReloadPaymentRequest`.
     public var automaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest?
+    /// `deferredPaymentRequest`.
     public var deferredPaymentRequest: ApplePayDeferredPaymentRequest?
+    /// `multiTokenContexts`.
     public var multiTokenContexts: [ApplePayPaymentTokenContext]?
+    /// `applePayLaterAvailability`.
     public var applePayLaterAvailability: ApplePayLaterAvailability?
     /// The version the page passes to `new ApplePaySession`; defaults to `CheckoutLimits.apiVersionDefault`.
     public var apiVersion: Int?

@@ -5,8 +5,11 @@ import Money
 public struct ShippingAddress: Codable, Hashable, Sendable {
     /// Uppercase ISO alpha-2.
     public var countryCode: String
+    /// `administrativeArea`.
     public var administrativeArea: String?
+    /// `locality`.
     public var locality: String?
+    /// `postalCode`.
     public var postalCode: String?
 
     /// An address.
@@ -31,11 +34,15 @@ public struct ShippingAddress: Codable, Hashable, Sendable {
 /// Everything fixed at creation that pricing depends on: a snapshot, so recalculation on a stored
 /// session gives the same answer whatever the merchant changes later (rule 37).
 public struct CheckoutInputs: Codable, Hashable, Sendable {
+    /// The cart as the merchant sent it.
     public var cart: Cart
+    /// The merchant profile at creation.
     public var merchant: MerchantProfile
+    /// The tax rules at creation.
     public var taxRules: [TaxRule]
     /// Base64 `applicationData` put in the request (rule 20); the shell stores its SHA-256 hex.
     public var applicationData: String?
+    /// The limits the cart was checked against.
     public var limits: CheckoutLimits
     /// Creation time.
     public var createdAt: Timestamp
