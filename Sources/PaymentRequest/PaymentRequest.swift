@@ -1,2 +1,0 @@
-// PaymentRequest: the Apple Pay JS payment request model and its validation (pure, no I/O).
-import Money
