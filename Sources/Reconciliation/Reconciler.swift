@@ -149,6 +149,18 @@ public struct BatchBalance: Sendable, Equatable, Codable {
     public var payoutLines: Int
     /// True when a payout exists and equals the lines exactly.
     public var balanced: Bool
+
+    /// A batch balance as computed by `Reconciler`.
+    public init(batchId: String, currencyCode: String, linesNetMinor: Int64, payoutMinor: Int64,
+                differenceMinor: Int64, payoutLines: Int, balanced: Bool) {
+        self.batchId = batchId
+        self.currencyCode = currencyCode
+        self.linesNetMinor = linesNetMinor
+        self.payoutMinor = payoutMinor
+        self.differenceMinor = differenceMinor
+        self.payoutLines = payoutLines
+        self.balanced = balanced
+    }
 }
 
 /// Kinds of finance-store effects a reconciliation asks the shell to apply (finance-store.md §5.7).
