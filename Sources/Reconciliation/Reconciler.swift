@@ -1,0 +1,528 @@
+// Matching settlement lines against what Tender recorded (finance-store.md §4.4, CONTRACT §3).
+import Foundation
+
+/// Ledger status of a recorded payment or refund (FinanceKit transaction status, finance-store.md §5.7).
+public enum RecordedStatus: String, Sendable, Codable, CaseIterable {
+    /// Authorized, not yet captured.
+    case authorized
+    /// Captured, waiting for settlement.
+    case pending
+    /// Already settled and booked.
+    case booked
+    /// Declined, voided or expired: never expected in a settlement.
+    case rejected
+}
+
+/// A payment as Tender recorded it.
+public struct RecordedPayment: Sendable, Equatable {
+    /// Tender payment id (what processors echo as the merchant reference).
+    public var paymentId: String
+    /// The processor's reference for the payment, when known.
+    public var processorReference: String?
+    /// Amount charged, in minor units of `currencyCode`.
+    public var amountMinor: Int64
+    /// ISO 4217 currency.
+    public var currencyCode: String
+    /// Ledger status.
+    public var status: RecordedStatus
+    /// When the payment was recorded; drives the expected-settlement lag.
+    public var createdAt: Date
+
+    /// A recorded payment.
+    public init(paymentId: String, processorReference: String? = nil, amountMinor: Int64,
+                currencyCode: String, status: RecordedStatus, createdAt: Date) {
+        self.paymentId = paymentId
+        self.processorReference = processorReference
+        self.amountMinor = amountMinor
+        self.currencyCode = currencyCode
+        self.status = status
+        self.createdAt = createdAt
+    }
+}
+
+/// A refund as Tender recorded it.
+public struct RecordedRefund: Sendable, Equatable {
+    /// Tender refund id.
+    public var refundId: String
+    /// The refunded payment.
+    public var paymentId: String
+    /// The processor's reference for the refund, when known.
+    public var processorReference: String?
+    /// Amount refunded (positive), in minor units of `currencyCode`.
+    public var amountMinor: Int64
+    /// ISO 4217 currency.
+    public var currencyCode: String
+    /// Ledger status.
+    public var status: RecordedStatus
+    /// When the refund was recorded.
+    public var createdAt: Date
+
+    /// A recorded refund.
+    public init(refundId: String, paymentId: String, processorReference: String? = nil,
+                amountMinor: Int64, currencyCode: String, status: RecordedStatus, createdAt: Date) {
+        self.refundId = refundId
+        self.paymentId = paymentId
+        self.processorReference = processorReference
+        self.amountMinor = amountMinor
+        self.currencyCode = currencyCode
+        self.status = status
+        self.createdAt = createdAt
+    }
+}
+
+/// Matching rules, with documented defaults.
+public struct ReconciliationConfiguration: Sendable, Equatable {
+    /// Largest |settled − recorded| still counted as `matched`; 0 = exact minor units (§5.8 default).
+    public var amountToleranceMinor: Int64
+    /// How long after recording a capture may stay absent before it is `missing_in_settlement`.
+    public var settlementLagSeconds: Int64
+
+    /// Exact amounts; a 7-day lag (processors settle T+1…T+7, finance-store.md §4.4).
+    public init(amountToleranceMinor: Int64 = 0, settlementLagSeconds: Int64 = 7 * 86_400) {
+        precondition(amountToleranceMinor >= 0 && settlementLagSeconds >= 0, "limits are non-negative")
+        self.amountToleranceMinor = amountToleranceMinor
+        self.settlementLagSeconds = settlementLagSeconds
+    }
+}
+
+/// Reconciliation categories, raw values exactly as CONTRACT §3.
+public enum ReconciliationCategory: String, Sendable, Codable, CaseIterable, Comparable {
+    case matched
+    case amountMismatch = "amount_mismatch"
+    case currencyMismatch = "currency_mismatch"
+    case missingInLedger = "missing_in_ledger"
+    case missingInSettlement = "missing_in_settlement"
+    case awaitingSettlement = "awaiting_settlement"
+    case duplicate
+    case fee
+    case refund
+    case chargeback
+    case payout
+    case adjustment
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// One reported finding. Amounts are minor units; `differenceMinor` = actual − expected.
+public struct ReconciliationItem: Sendable, Equatable, Codable {
+    /// The category.
+    public var category: ReconciliationCategory
+    /// Line in the report file, nil for recorded items absent from it.
+    public var lineNumber: Int?
+    /// Batch of the line.
+    public var batchId: String?
+    /// The provider's type word of the line.
+    public var journalType: String?
+    /// Tender payment id involved.
+    public var paymentId: String?
+    /// Tender refund id involved.
+    public var refundId: String?
+    /// Processor reference involved.
+    public var processorReference: String?
+    /// Currency of the amounts (the settlement's, or the record's when there is no line).
+    public var currencyCode: String
+    /// Currency Tender recorded, when it differs (`currency_mismatch`).
+    public var expectedCurrencyCode: String?
+    /// What Tender recorded.
+    public var expectedMinor: Int64?
+    /// What the processor settled (signed as on the line).
+    public var actualMinor: Int64?
+    /// actual − expected, compared as magnitudes.
+    public var differenceMinor: Int64?
+    /// Short machine reason for findings that need one (`payment_already_matched`…).
+    public var reason: String?
+}
+
+/// Σ of a batch's lines against its payout (finance-store.md §4.4 `payout` / batch row).
+public struct BatchBalance: Sendable, Equatable, Codable {
+    /// Batch identity.
+    public var batchId: String
+    /// Net currency of the batch lines.
+    public var currencyCode: String
+    /// Σ net of the batch's non-payout lines (duplicates excluded).
+    public var linesNetMinor: Int64
+    /// Amount paid out (Σ of payout lines, as a positive outflow).
+    public var payoutMinor: Int64
+    /// payout − lines; 0 when balanced.
+    public var differenceMinor: Int64
+    /// Number of payout lines seen.
+    public var payoutLines: Int
+    /// True when a payout exists and equals the lines exactly.
+    public var balanced: Bool
+
+    /// A batch balance as computed by `Reconciler`.
+    public init(batchId: String, currencyCode: String, linesNetMinor: Int64, payoutMinor: Int64,
+                differenceMinor: Int64, payoutLines: Int, balanced: Bool) {
+        self.batchId = batchId
+        self.currencyCode = currencyCode
+        self.linesNetMinor = linesNetMinor
+        self.payoutMinor = payoutMinor
+        self.differenceMinor = differenceMinor
+        self.payoutLines = payoutLines
+        self.balanced = balanced
+    }
+}
+
+/// Kinds of finance-store effects a reconciliation asks the shell to apply (finance-store.md §5.7).
+public enum FinanceEffectKind: String, Sendable, Codable, CaseIterable {
+    /// Mark the recorded payment `booked` with `postedDate` (an update, same transaction id).
+    case bookPayment = "book_payment"
+    /// Mark the recorded refund `booked` with `postedDate`.
+    case bookRefund = "book_refund"
+    /// Credit back a reversed refund.
+    case refundReversal = "refund_reversal"
+    /// New `fee` transaction.
+    case fee
+    /// New `adjustment` transaction (debit).
+    case chargeback
+    /// New `adjustment` transaction (credit).
+    case chargebackReversal = "chargeback_reversal"
+    /// New `adjustment` transaction.
+    case adjustment
+    /// New `transfer` transaction out of the processor account.
+    case payout
+}
+
+/// One change to apply to the finance store, with a key derived only from the settlement line.
+public struct FinanceEffect: Sendable, Equatable, Codable {
+    /// Deterministic idempotency key (§4.5 point 5): same line → same key.
+    public var key: String
+    /// What to do.
+    public var kind: FinanceEffectKind
+    /// Line that caused it.
+    public var lineNumber: Int
+    /// Batch of the line.
+    public var batchId: String
+    /// Payment concerned, if any.
+    public var paymentId: String?
+    /// Refund concerned, if any.
+    public var refundId: String?
+    /// Magnitude in minor units of `currencyCode`.
+    public var amountMinor: Int64
+    /// ISO 4217 currency.
+    public var currencyCode: String
+    /// `credit` (money in on the processor account) or `debit` (money out).
+    public var creditDebitIndicator: String
+    /// FinanceKit `transactionType` for new transactions; nil for status updates.
+    public var transactionType: String?
+    /// Booking date.
+    public var postedDate: SettlementDate
+    /// Provider's journal type and reference, for `originalTransactionDescription`.
+    public var originalDescription: String
+}
+
+/// Outcome of one reconciliation run. Encoded with `jsonBytes()`, it is byte-identical across runs
+/// on the same input (sorted keys, line order, then recorded items by date and id).
+public struct ReconciliationReport: Sendable, Equatable, Codable {
+    /// Number of settlement lines read.
+    public var lineCount: Int
+    /// Count per category; every category is present, zeros included.
+    public var counts: [String: Int]
+    /// Findings, in a deterministic order.
+    public var items: [ReconciliationItem]
+    /// Balance of each batch, ordered by batch id and currency.
+    public var batches: [BatchBalance]
+    /// Effects to apply, in line order.
+    public var effects: [FinanceEffect]
+
+    /// Canonical JSON: sorted keys, no insignificant whitespace.
+    public func jsonBytes() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(self))
+    }
+}
+
+/// Accumulates settlement lines one at a time and matches them against recorded payments and refunds
+/// through dictionary lookups (Tender payment id first, then processor reference, §5.8).
+public struct Reconciler {
+    /// The rules in force.
+    public let configuration: ReconciliationConfiguration
+
+    private let payments: [RecordedPayment]
+    private let refunds: [RecordedRefund]
+    private var paymentById: [String: Int] = [:]
+    private var paymentByReference: [String: Int] = [:]
+    private var refundById: [String: Int] = [:]
+    private var refundByReference: [String: Int] = [:]
+    private var refundsByPayment: [String: [Int]] = [:]
+    private var paymentSeen: [Bool]
+    private var refundSeen: [Bool]
+    private var duplicates = DuplicateLineDetector()
+    private var lineItems: [ReconciliationItem] = []
+    private var effects: [FinanceEffect] = []
+    private var batchTotals: [BatchKey: BatchTotal] = [:]
+    private var lineCount = 0
+
+    private struct BatchKey: Hashable { var batchId: String; var currencyCode: String }
+    private struct BatchTotal { var lines: Int64 = 0; var payout: Int64 = 0; var payoutLines = 0 }
+
+    /// A reconciler over what Tender recorded; the first record wins if an id repeats.
+    public init(payments: [RecordedPayment], refunds: [RecordedRefund] = [],
+                configuration: ReconciliationConfiguration = ReconciliationConfiguration()) {
+        self.configuration = configuration
+        self.payments = payments
+        self.refunds = refunds
+        paymentSeen = Array(repeating: false, count: payments.count)
+        refundSeen = Array(repeating: false, count: refunds.count)
+        paymentById.reserveCapacity(payments.count)
+        for (index, payment) in payments.enumerated() {
+            if paymentById[payment.paymentId] == nil { paymentById[payment.paymentId] = index }
+            if let reference = payment.processorReference, paymentByReference[reference] == nil {
+                paymentByReference[reference] = index
+            }
+        }
+        for (index, refund) in refunds.enumerated() {
+            if refundById[refund.refundId] == nil { refundById[refund.refundId] = index }
+            if let reference = refund.processorReference, refundByReference[reference] == nil {
+                refundByReference[reference] = index
+            }
+            refundsByPayment[refund.paymentId, default: []].append(index)
+        }
+    }
+
+    /// Matches every line of `reader`; throws the reader's first error (then nothing may be applied).
+    public mutating func addAll<Source>(from reader: inout SettlementLineReader<Source>)
+        throws(ReconciliationError) {
+        while let line = try reader.next() { add(line) }
+    }
+
+    /// Matches one line.
+    public mutating func add(_ line: SettlementLine) {
+        lineCount += 1
+        var item = ReconciliationItem(
+            category: .matched, lineNumber: line.lineNumber, batchId: line.batchId,
+            journalType: line.journalType, paymentId: line.paymentId, refundId: line.refundId,
+            processorReference: line.processorReference, currencyCode: line.currencyCode,
+            actualMinor: line.grossMinor)
+        if duplicates.isRepeat(line) {
+            item.category = .duplicate
+            item.reason = "repeated_line"
+            lineItems.append(item)
+            return
+        }
+        accumulateBatch(line)
+        switch line.type {
+        case .payment: matchPayment(line, &item)
+        case .refund: matchRefund(line, &item)
+        case .fee:
+            item.category = .fee
+            item.actualMinor = line.netMinor
+            addEffect(.fee, line, amount: line.netMinor, type: "fee")
+        case .chargeback, .chargebackReversal:
+            item.category = .chargeback
+            if let index = findPayment(line) {
+                item.paymentId = payments[index].paymentId
+                item.expectedMinor = payments[index].amountMinor
+            } else {
+                item.reason = "no_recorded_payment"
+            }
+            let kind: FinanceEffectKind = line.type == .chargeback ? .chargeback : .chargebackReversal
+            addEffect(kind, line, amount: line.grossMinor, type: "adjustment", paymentId: item.paymentId)
+            addLineFee(line)
+        case .adjustment:
+            item.category = .adjustment
+            item.actualMinor = line.netMinor
+            addEffect(.adjustment, line, amount: line.netMinor, type: "adjustment")
+        case .payout:
+            item.category = .payout
+            item.actualMinor = line.netMinor
+            addEffect(.payout, line, amount: line.netMinor, type: "transfer")
+        }
+        lineItems.append(item)
+    }
+
+    private func findPayment(_ line: SettlementLine) -> Int? {
+        if let id = line.paymentId, let index = paymentById[id] { return index }
+        if let reference = line.processorReference, let index = paymentByReference[reference] {
+            return index
+        }
+        return nil
+    }
+
+    private mutating func matchPayment(_ line: SettlementLine, _ item: inout ReconciliationItem) {
+        guard let index = findPayment(line) else {
+            item.category = .missingInLedger
+            item.reason = "no_recorded_payment"
+            return
+        }
+        let payment = payments[index]
+        item.paymentId = payment.paymentId
+        item.expectedMinor = payment.amountMinor
+        if paymentSeen[index] {
+            // §4.4: one ledger item matched twice is a duplicate, not a second match.
+            item.category = .duplicate
+            item.reason = "payment_already_matched"
+            return
+        }
+        paymentSeen[index] = true
+        if payment.status == .rejected {
+            item.category = .missingInLedger
+            item.reason = "payment_rejected"
+            return
+        }
+        if payment.currencyCode != line.currencyCode {
+            item.category = .currencyMismatch
+            item.expectedCurrencyCode = payment.currencyCode
+            return
+        }
+        if isOutsideTolerance(actual: line.grossMinor, expected: payment.amountMinor, &item) {
+            item.category = .amountMismatch
+            return
+        }
+        item.category = .matched
+        addEffect(.bookPayment, line, amount: payment.amountMinor, type: nil, paymentId: payment.paymentId)
+        addLineFee(line)
+    }
+
+    private mutating func matchRefund(_ line: SettlementLine, _ item: inout ReconciliationItem) {
+        item.category = .refund
+        if line.grossMinor > 0 {
+            // Adyen RefundedReversed: the refund came back; money in, nothing to book as a refund.
+            item.reason = "refund_reversed"
+            addEffect(.refundReversal, line, amount: line.grossMinor, type: "refund",
+                      paymentId: line.paymentId)
+            addLineFee(line)
+            return
+        }
+        guard let index = findRefund(line) else {
+            item.category = .missingInLedger
+            item.reason = "no_recorded_refund"
+            return
+        }
+        let refund = refunds[index]
+        item.refundId = refund.refundId
+        item.paymentId = refund.paymentId
+        item.expectedMinor = refund.amountMinor
+        refundSeen[index] = true
+        if refund.currencyCode != line.currencyCode {
+            item.category = .currencyMismatch
+            item.expectedCurrencyCode = refund.currencyCode
+            return
+        }
+        // grossMinor ≤ 0 here and never Int64.min: parsers bound amounts to ±Int64.max.
+        let settled = -line.grossMinor
+        item.actualMinor = settled
+        if isOutsideTolerance(actual: settled, expected: refund.amountMinor, &item) {
+            item.category = .amountMismatch
+            return
+        }
+        addEffect(.bookRefund, line, amount: refund.amountMinor, type: nil, paymentId: refund.paymentId,
+                  refundId: refund.refundId)
+        addLineFee(line)
+    }
+
+    private func isOutsideTolerance(actual: Int64, expected: Int64,
+                                    _ item: inout ReconciliationItem) -> Bool {
+        let (difference, overflow) = actual.subtractingReportingOverflow(expected)
+        if overflow { return true }
+        item.differenceMinor = difference
+        return difference.magnitude > configuration.amountToleranceMinor.magnitude
+    }
+
+    // Refund id, then processor reference, then the only unmatched refund of that payment.
+    private func findRefund(_ line: SettlementLine) -> Int? {
+        for id in [line.refundId, line.paymentId].compactMap({ $0 }) {
+            if let index = refundById[id], !refundSeen[index] { return index }
+        }
+        if let reference = line.processorReference, let index = refundByReference[reference],
+           !refundSeen[index] {
+            return index
+        }
+        if let paymentId = line.paymentId, let candidates = refundsByPayment[paymentId] {
+            let open = candidates.filter { !refundSeen[$0] }
+            let sameAmount = open.filter { refunds[$0].amountMinor == line.grossMinor.magnitude }
+            if let index = sameAmount.first { return index }
+            if open.count == 1 { return open[0] }
+        }
+        return nil
+    }
+
+    private mutating func accumulateBatch(_ line: SettlementLine) {
+        let key = BatchKey(batchId: line.batchId, currencyCode: line.netCurrencyCode)
+        var total = batchTotals[key, default: BatchTotal()]
+        if line.type == .payout {
+            total.payout &-= line.netMinor
+            total.payoutLines += 1
+        } else {
+            total.lines &+= line.netMinor
+        }
+        batchTotals[key] = total
+    }
+
+    private mutating func addLineFee(_ line: SettlementLine) {
+        guard line.feeMinor != 0 else { return }
+        addEffect(.fee, line, amount: -line.feeMinor, type: "fee", paymentId: line.paymentId,
+                  currencyCode: line.netCurrencyCode)
+    }
+
+    // `amount` is signed in the processor-balance view: positive = credit, negative = debit.
+    private mutating func addEffect(_ kind: FinanceEffectKind, _ line: SettlementLine, amount: Int64,
+                                    type: String?, paymentId: String? = nil, refundId: String? = nil,
+                                    currencyCode: String? = nil) {
+        guard amount != 0 else { return }
+        let indicator: String
+        switch kind {
+        case .bookPayment: indicator = "credit"
+        case .bookRefund: indicator = "debit"
+        default: indicator = amount > 0 ? "credit" : "debit"
+        }
+        let reference = line.processorReference ?? line.paymentId ?? ""
+        effects.append(FinanceEffect(
+            key: "recon|\(kind.rawValue)|\(line.naturalKey)", kind: kind, lineNumber: line.lineNumber,
+            batchId: line.batchId, paymentId: paymentId, refundId: refundId,
+            amountMinor: Int64(clamping: amount.magnitude),
+            currencyCode: currencyCode ?? (kind == .fee || kind == .adjustment || kind == .payout
+                                           ? line.netCurrencyCode : line.currencyCode),
+            creditDebitIndicator: indicator, transactionType: type, postedDate: line.settlementDate,
+            originalDescription: reference.isEmpty ? line.journalType : "\(line.journalType) \(reference)"))
+    }
+
+    /// Finishes the run: recorded items absent from the report become `missing_in_settlement` when
+    /// older than the lag at `now`, else `awaiting_settlement`.
+    public func report(now: Date) -> ReconciliationReport {
+        var absent: [(Date, String, ReconciliationItem)] = []
+        func classify(_ createdAt: Date) -> ReconciliationCategory {
+            now.timeIntervalSince(createdAt) > Double(configuration.settlementLagSeconds)
+                ? .missingInSettlement : .awaitingSettlement
+        }
+        for (index, payment) in payments.enumerated()
+        where !paymentSeen[index] && (payment.status == .authorized || payment.status == .pending) {
+            absent.append((payment.createdAt, payment.paymentId, ReconciliationItem(
+                category: classify(payment.createdAt), paymentId: payment.paymentId,
+                processorReference: payment.processorReference, currencyCode: payment.currencyCode,
+                expectedMinor: payment.amountMinor)))
+        }
+        for (index, refund) in refunds.enumerated()
+        where !refundSeen[index] && (refund.status == .authorized || refund.status == .pending) {
+            absent.append((refund.createdAt, refund.refundId, ReconciliationItem(
+                category: classify(refund.createdAt), paymentId: refund.paymentId,
+                refundId: refund.refundId, processorReference: refund.processorReference,
+                currencyCode: refund.currencyCode, expectedMinor: refund.amountMinor)))
+        }
+        absent.sort { ($0.0, $0.1) < ($1.0, $1.1) }
+        let items = lineItems + absent.map(\.2)
+        var counts: [String: Int] = [:]
+        for category in ReconciliationCategory.allCases { counts[category.rawValue] = 0 }
+        for item in items { counts[item.category.rawValue, default: 0] += 1 }
+        let batches = batchTotals.map { key, total in
+            let difference = total.payout &- total.lines
+            return BatchBalance(batchId: key.batchId, currencyCode: key.currencyCode,
+                                linesNetMinor: total.lines, payoutMinor: total.payout,
+                                differenceMinor: difference, payoutLines: total.payoutLines,
+                                balanced: total.payoutLines > 0 && difference == 0)
+        }.sorted { ($0.batchId, $0.currencyCode) < ($1.batchId, $1.currencyCode) }
+        return ReconciliationReport(lineCount: lineCount, counts: counts, items: items,
+                                    batches: batches, effects: effects)
+    }
+
+    /// One-shot convenience: match `lines` and finish at `now`.
+    public static func reconcile(lines: [SettlementLine], payments: [RecordedPayment],
+                                 refunds: [RecordedRefund] = [],
+                                 configuration: ReconciliationConfiguration = ReconciliationConfiguration(),
+                                 now: Date) -> ReconciliationReport {
+        var reconciler = Reconciler(payments: payments, refunds: refunds, configuration: configuration)
+        for line in lines { reconciler.add(line) }
+        return reconciler.report(now: now)
+    }
+}

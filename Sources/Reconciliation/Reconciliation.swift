@@ -1,1 +1,0 @@
-// Reconciliation: settlement report parsing and matching (pure).

@@ -1,0 +1,175 @@
+// The common shape every settlement format is parsed into (finance-store.md §4, CONTRACT §3).
+
+/// Settlement report formats Tender imports (`POST /v1/settlement-reports?format=`).
+public enum SettlementReportFormat: String, Sendable, Codable, CaseIterable {
+    /// Tender's own CSV (CONTRACT §3).
+    case generic
+    /// Adyen's Settlement details report (finance-store.md §4.1).
+    case adyenSDR = "adyen-sdr"
+}
+
+/// What a settlement line is, independent of the processor's wording (CONTRACT §3 `type`).
+public enum SettlementLineType: String, Sendable, Codable, CaseIterable {
+    /// A captured payment settled to the merchant (Adyen `Settled`).
+    case payment
+    /// A refund (or a refund reversal, which carries a positive amount).
+    case refund
+    /// A processor fee not tied to one payment.
+    case fee
+    /// Funds taken back by a dispute.
+    case chargeback
+    /// Funds returned after a dispute was won.
+    case chargebackReversal = "chargeback_reversal"
+    /// Any other balance correction.
+    case adjustment
+    /// Funds sent from the processor balance to the merchant's bank.
+    case payout
+}
+
+/// A calendar date `YYYY-MM-DD` (proleptic Gregorian), the settlement's booking date.
+public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    /// Year, 1...9999.
+    public let year: Int
+    /// Month, 1...12.
+    public let month: Int
+    /// Day of month, valid for the month and year.
+    public let day: Int
+
+    /// Parses exactly `YYYY-MM-DD`; nil for any other shape or an impossible date.
+    public init?(_ text: Substring) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+              let year = Self.number(bytes[0..<4]), let month = Self.number(bytes[5..<7]),
+              let day = Self.number(bytes[8..<10]),
+              year >= 1, (1...12).contains(month), day >= 1,
+              day <= Self.daysIn(month: month, year: year) else { return nil }
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    /// Parses exactly `YYYY-MM-DD`.
+    public init?(_ text: String) { self.init(Substring(text)) }
+
+    private static func number(_ digits: ArraySlice<UInt8>) -> Int? {
+        var value = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// `YYYY-MM-DD`.
+    public var description: String {
+        func pad(_ value: Int, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+    }
+
+    /// Days since 1970-01-01 (civil-from-days inverse, H. Hinnant's algorithm).
+    public var daysSinceEpoch: Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    public static func < (lhs: SettlementDate, rhs: SettlementDate) -> Bool {
+        (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day)
+    }
+
+    /// Decodes from `YYYY-MM-DD`.
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let date = SettlementDate(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "not YYYY-MM-DD"))
+        }
+        self = date
+    }
+
+    /// Encodes as `YYYY-MM-DD`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// One settlement event, parsed and validated, in the processor-balance view.
+///
+/// Sign convention: `grossMinor` and `netMinor` are signed from the processor balance's point of view
+/// (money owed to the merchant grows = positive): a payment is positive, a refund, fee, chargeback
+/// or payout negative. `feeMinor` is the processor's charge on this line, positive for a cost.
+public struct SettlementLine: Sendable, Equatable, Codable {
+    /// 1-based physical line where the record starts in the file.
+    public var lineNumber: Int
+    /// Identity of the line within its provider (finance-store.md §4.5 point 3).
+    public var naturalKey: String
+    /// Identity of the settlement batch (Adyen: merchant account + batch number).
+    public var batchId: String
+    /// Booking date of the settlement; becomes the payment's `postedDate`.
+    public var settlementDate: SettlementDate
+    /// Normalized type.
+    public var type: SettlementLineType
+    /// The provider's own type word (`payment`, `Settled`, `MerchantPayout`…).
+    public var journalType: String
+    /// Tender payment id (generic `payment_id`, Adyen `Merchant Reference`).
+    public var paymentId: String?
+    /// Tender refund id when the provider carries one (Adyen `Modification Merchant Reference`).
+    public var refundId: String?
+    /// Processor's reference (generic `processor_reference`, Adyen `Psp Reference`).
+    public var processorReference: String?
+    /// Processor's payment-method variant (Adyen `visa_applepay`…), nil when not reported.
+    public var paymentMethodVariant: String?
+    /// Currency of `grossMinor` (ISO 4217).
+    public var currencyCode: String
+    /// Signed gross amount in minor units of `currencyCode`.
+    public var grossMinor: Int64
+    /// Currency of `feeMinor` and `netMinor` (differs from `currencyCode` only on FX lines).
+    public var netCurrencyCode: String
+    /// Processor fee on this line, in minor units of `netCurrencyCode`, positive for a cost.
+    public var feeMinor: Int64
+    /// Signed net amount in minor units of `netCurrencyCode`.
+    public var netMinor: Int64
+
+    /// True when the processor reports the payment as made with Apple Pay.
+    public var isApplePay: Bool {
+        paymentMethodVariant?.hasSuffix("applepay") ?? false
+    }
+
+    /// Same settlement content, ignoring where in the file it sits.
+    public func hasSameContent(as other: SettlementLine) -> Bool {
+        var normalized = other
+        normalized.lineNumber = lineNumber
+        return normalized == self
+    }
+}
+
+/// Joins key parts so that no two different part lists give the same key.
+func naturalKey(_ parts: [String]) -> String {
+    var key = ""
+    for (index, part) in parts.enumerated() {
+        if index > 0 { key += "|" }
+        for scalar in part.unicodeScalars {
+            switch scalar {
+            case "%": key += "%25"
+            case "|": key += "%7C"
+            default: key.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return key
+}
