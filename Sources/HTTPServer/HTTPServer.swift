@@ -76,7 +76,7 @@ public final class HTTPServer: Sendable {
     /// A snapshot of the load.
     public var stats: HTTPServerStats { core.stats }
 
-    /// Stops accepting (MHD_quiesce_daemon), waits for in-flight requests up to the deadline, answers
+    /// Stops accepting (MHD_quiesce_daemon), ends open streams, waits for in-flight requests up to the deadline, answers
     /// any request still waiting on a handler with 503, then stops the daemon and the worker threads.
     /// Returns true if everything drained in time. Safe to call more than once.
     @discardableResult
@@ -98,6 +98,9 @@ public final class HTTPServer: Sendable {
         core.beginDraining()
         let listener = MHD_quiesce_daemon(daemon.pointer)
         if listener >= 0 { close(listener) }
+        // Open streams would never drain on their own: end them (buffered bytes first) so their requests
+        // complete; draining refuses new ones, and MHD must not be stopped with a stream's connection suspended.
+        core.closeAllStreams()
         let drained = core.waitForDrain(untilNanoseconds: deadline)
         core.forceResumeAll()
         // Give running handlers until the deadline (at least a moment) to return before the threads are abandoned.
@@ -119,6 +122,8 @@ public final class HTTPServer: Sendable {
             ((1...86_400).contains(configuration.idleTimeoutSeconds), "idleTimeoutSeconds"),
             (configuration.handlerDeadlineMilliseconds >= 1, "handlerDeadlineMilliseconds"),
             (configuration.retryAfterSeconds >= 0, "retryAfterSeconds"),
+            ((0...1_000_000).contains(configuration.streamsMax), "streamsMax"),
+            ((1...(1 << 30)).contains(configuration.streamBufferBytesMax), "streamBufferBytesMax"),
         ]
         if let failed = checks.first(where: { !$0.0 }) {
             throw HTTPServerError(code: "invalid_configuration", message: "\(failed.1) is out of range.")
