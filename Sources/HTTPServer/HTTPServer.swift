@@ -6,6 +6,8 @@ import Glibc
 
 /// Tender's HTTP/1.1 server: libmicrohttpd parses on an epoll I/O thread pool; handlers run on a bounded
 /// pool of dedicated worker threads. Framing, body size, queue and deadline limits come from the configuration.
+/// A handler may return `HTTPResponse.stream`/`eventStream`: its worker is freed at once and the idle stream's
+/// connection stays suspended in MHD until the next `HTTPStream.send`, so subscribers hold no thread.
 public final class HTTPServer: Sendable {
     private struct Daemon: @unchecked Sendable {
         // Safe to share: the pointer is only passed to MHD calls that MHD documents as thread-safe

@@ -282,6 +282,29 @@ private let streamRequest = "GET /events HTTP/1.1\r\nHost: t\r\nAccept: text/eve
         #expect(eventually { log.count == 3 && test.server.stats.openStreams == 2 })
     }
 
+    @Test func aStreamReturnedPastTheHandlerDeadlineIsNeverStarted() throws {
+        let log = StreamLog()
+        let gate = Gate()
+        let returned = Atomic<Int>(0)
+        let test = try TestServer({ $0.handlerDeadlineMilliseconds = 100 }, extraRoutes: { router in
+            router.add("GET", "/events") { _ in
+                gate.semaphore.wait()
+                returned.wrappingAdd(1, ordering: .relaxed)
+                return .eventStream(producer: log.producer)
+            }
+        })
+        defer { test.server.shutdown(drainDeadlineMilliseconds: 5_000) }
+        let client = try test.client()
+        let response = try client.roundTrip(streamRequest)
+        #expect(response.status == 503)
+        #expect(response.json?["code"] as? String == "handler_deadline_exceeded")
+        gate.release()
+        #expect(eventually { returned.load(ordering: .relaxed) == 1 && test.server.stats.workersBusy == 0 })
+        #expect(log.count == 0)
+        #expect(test.server.stats.openStreams == 0)
+        #expect(try client.roundTrip("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n").text == "ok")
+    }
+
     @Test(arguments: [("streamsMax", -1), ("streamBufferBytesMax", 0)])
     func streamLimitsOutOfRangeAreRefused(field: String, value: Int) throws {
         var configuration = HTTPServerConfiguration()
