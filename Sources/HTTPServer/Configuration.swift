@@ -24,6 +24,11 @@ public struct HTTPServerConfiguration: Sendable {
     public var handlerDeadlineMilliseconds: Int = 15_000
     /// Value of Retry-After on 503 answers.
     public var retryAfterSeconds: Int = 1
+    /// Open streaming responses (e.g. SSE subscribers); beyond it the client gets 503 `too_many_streams`.
+    /// Keep it below `connectionsMax` so streams cannot take every connection from the API.
+    public var streamsMax: Int = 500
+    /// Bytes one stream may hold waiting for a slow client; past it the stream is closed (`buffer_overflow`).
+    public var streamBufferBytesMax: Int = 262_144
 
     /// The defaults above.
     public init() {}
@@ -31,7 +36,8 @@ public struct HTTPServerConfiguration: Sendable {
 
 /// The server's error type.
 public struct HTTPServerError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Stable snake_case code: `bind_failed`, `invalid_configuration`, `thread_start_failed` or `already_started`.
+    /// Stable snake_case code: `bind_failed`, `invalid_configuration`, `thread_start_failed`, `already_started`
+    /// or `invalid_sse_field`.
     public var code: String
     /// Generic explanation.
     public var message: String
@@ -60,7 +66,7 @@ public struct AccessLogEntry: Sendable {
     public var requestID: String
     /// Numeric peer address.
     public var remoteAddress: String
-    /// Response body bytes.
+    /// Response body bytes (for a stream, the bytes handed to the connection).
     public var bodyBytes: Int
 }
 
@@ -74,4 +80,6 @@ public struct HTTPServerStats: Sendable {
     public var workersBusy: Int
     /// Configured worker threads.
     public var workerThreads: Int
+    /// Streaming responses open now (each holds a connection but no thread).
+    public var openStreams: Int
 }

@@ -6,6 +6,8 @@ import Glibc
 
 /// Tender's HTTP/1.1 server: libmicrohttpd parses on an epoll I/O thread pool; handlers run on a bounded
 /// pool of dedicated worker threads. Framing, body size, queue and deadline limits come from the configuration.
+/// A handler may return `HTTPResponse.stream`/`eventStream`: its worker is freed at once and the idle stream's
+/// connection stays suspended in MHD until the next `HTTPStream.send`, so subscribers hold no thread.
 public final class HTTPServer: Sendable {
     private struct Daemon: @unchecked Sendable {
         // Safe to share: the pointer is only passed to MHD calls that MHD documents as thread-safe
@@ -76,7 +78,7 @@ public final class HTTPServer: Sendable {
     /// A snapshot of the load.
     public var stats: HTTPServerStats { core.stats }
 
-    /// Stops accepting (MHD_quiesce_daemon), waits for in-flight requests up to the deadline, answers
+    /// Stops accepting (MHD_quiesce_daemon), ends open streams, waits for in-flight requests up to the deadline, answers
     /// any request still waiting on a handler with 503, then stops the daemon and the worker threads.
     /// Returns true if everything drained in time. Safe to call more than once.
     @discardableResult
@@ -98,6 +100,9 @@ public final class HTTPServer: Sendable {
         core.beginDraining()
         let listener = MHD_quiesce_daemon(daemon.pointer)
         if listener >= 0 { close(listener) }
+        // Open streams would never drain on their own: end them (buffered bytes first) so their requests
+        // complete; draining refuses new ones, and MHD must not be stopped with a stream's connection suspended.
+        core.closeAllStreams()
         let drained = core.waitForDrain(untilNanoseconds: deadline)
         core.forceResumeAll()
         // Give running handlers until the deadline (at least a moment) to return before the threads are abandoned.
@@ -119,6 +124,8 @@ public final class HTTPServer: Sendable {
             ((1...86_400).contains(configuration.idleTimeoutSeconds), "idleTimeoutSeconds"),
             (configuration.handlerDeadlineMilliseconds >= 1, "handlerDeadlineMilliseconds"),
             (configuration.retryAfterSeconds >= 0, "retryAfterSeconds"),
+            ((0...1_000_000).contains(configuration.streamsMax), "streamsMax"),
+            ((1...(1 << 30)).contains(configuration.streamBufferBytesMax), "streamBufferBytesMax"),
         ]
         if let failed = checks.first(where: { !$0.0 }) {
             throw HTTPServerError(code: "invalid_configuration", message: "\(failed.1) is out of range.")

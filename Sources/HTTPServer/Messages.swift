@@ -102,8 +102,10 @@ public struct HTTPResponse: Sendable {
     public var status: Int
     /// Response header fields (Content-Length is set by the server).
     public var headers: HTTPHeaders
-    /// Response body bytes.
+    /// Response body bytes (ignored when `stream` is set).
     public var body: [UInt8]
+    /// When set, the body is streamed with chunked encoding from this source instead of `body`.
+    public var stream: HTTPStreamSource?
 
     /// Creates a response.
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {

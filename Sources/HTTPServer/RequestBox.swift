@@ -17,8 +17,8 @@ final class RequestBox: @unchecked Sendable {
         case idle
         /// Suspended; waiting for the handler or the deadline.
         case pending(deadlineNanoseconds: UInt64)
-        /// The response to queue once MHD calls back after the resume.
-        case ready(HTTPResponse)
+        /// The response (and its stream, for a streaming response) to queue once MHD calls back after the resume.
+        case ready(HTTPResponse, HTTPStream?)
         /// The response was taken, or the connection is gone: late results are dropped.
         case closed
     }
@@ -42,6 +42,8 @@ final class RequestBox: @unchecked Sendable {
     var routePattern = "unmatched"
     var sentStatus = 0
     var sentBodyBytes = 0
+    /// The streaming body queued on this connection, told when the connection ends.
+    var stream: HTTPStream?
 
     init(connection: OpaquePointer, method: String, path: String, requestID: String, remoteAddress: String,
          headers: HTTPHeaders, query: [(String, String)]) {
@@ -58,10 +60,10 @@ final class RequestBox: @unchecked Sendable {
     /// Moves a pending box to `.ready` and resumes its connection; false if someone else got there first.
     /// The resume happens under the lock, so once another thread sees a non-pending state, the
     /// connection has already been resumed (shutdown relies on it before stopping the daemon).
-    func complete(with response: HTTPResponse) -> Bool {
+    func complete(with response: HTTPResponse, stream: HTTPStream? = nil) -> Bool {
         outcome.withLock { state in
             guard case .pending = state else { return false }
-            state = .ready(response)
+            state = .ready(response, stream)
             MHD_resume_connection(connection)
             return true
         }

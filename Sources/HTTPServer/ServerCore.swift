@@ -16,6 +16,7 @@ final class ServerCore: @unchecked Sendable {
     let state = ConditionLock()
     private var inFlight = 0
     private var suspendedBoxes: [ObjectIdentifier: RequestBox] = [:]
+    private var openStreams: [ObjectIdentifier: HTTPStream] = [:]
     private var draining = false
     private var forcedStop = false
     private var watchdogStop = false
@@ -78,23 +79,38 @@ final class ServerCore: @unchecked Sendable {
             return queue(.problem(rejection, requestID: box.requestID), for: box, close: true) ? MHD_Result.YES : MHD_Result.NO
         }
         if box.suspended {
-            let response: HTTPResponse? = box.outcome.withLock { state in
-                guard case .ready(let response) = state else { return nil }
+            let ready: (HTTPResponse, HTTPStream?)? = box.outcome.withLock { state in
+                guard case .ready(let response, let stream) = state else { return nil }
                 state = .closed
-                return response
+                return (response, stream)
             }
             // A call without a ready response should not happen after a resume; wait for the next one.
-            guard let response else { return MHD_Result.YES }
-            return queue(response, for: box, close: false) ? MHD_Result.YES : MHD_Result.NO
+            guard let (response, stream) = ready else { return MHD_Result.YES }
+            return queue(response, stream: stream, for: box, close: false) ? MHD_Result.YES : MHD_Result.NO
         }
         return dispatch(box)
     }
 
     /// Completion callback: the last time MHD mentions this request.
     func completed(_ box: RequestBox) {
-        box.outcome.withLock { state in
+        let unclaimed: HTTPStream? = box.outcome.withLock { state in
             // The connection is going away: nothing may resume it any more.
-            if case .pending = state { state = .closed }
+            switch state {
+            case .pending:
+                state = .closed
+                return nil
+            case .ready(_, let stream):
+                // Resumed but never called back (e.g. the daemon stopped): its stream never reached the wire.
+                state = .closed
+                return stream
+            case .idle, .closed:
+                return nil
+            }
+        }
+        unclaimed?.connectionEnded()
+        if let stream = box.stream {
+            stream.connectionEnded()
+            box.sentBodyBytes = stream.bytesDelivered
         }
         let elapsed = (monotonicNanoseconds() &- box.startNanoseconds) / 1_000
         onRequestComplete(AccessLogEntry(method: box.method, routePattern: box.routePattern, status: box.sentStatus,
@@ -125,7 +141,22 @@ final class ServerCore: @unchecked Sendable {
             request.routePattern = pattern
             box.body = []
             if inline {
-                response = Self.run(handler, request)
+                let result = Self.run(handler, request)
+                guard let source = result.stream else {
+                    response = result
+                    break
+                }
+                let stream = makeStream(for: box)
+                if let refusal = admit(stream, requestID: box.requestID) {
+                    response = refusal
+                    break
+                }
+                guard queue(result, stream: stream, for: box, close: false) else {
+                    stream.close(reason: .notDelivered)
+                    return MHD_Result.NO
+                }
+                source.producer(stream)
+                return MHD_Result.YES
             } else {
                 handOff(box, handler: handler, request: request)
                 return MHD_Result.YES
@@ -154,8 +185,22 @@ final class ServerCore: @unchecked Sendable {
         }
         let accepted = pool.submit { [self] in
             let response = Self.run(handler, request)
-            // A late result (deadline passed, shutdown, client gone) finds the box no longer pending and is dropped.
-            finish(box, with: response)
+            guard let source = response.stream else {
+                // A late result (deadline passed, shutdown, client gone) finds the box no longer pending and is dropped.
+                finish(box, with: response)
+                return
+            }
+            let stream = makeStream(for: box)
+            if let refusal = admit(stream, requestID: box.requestID) {
+                finish(box, with: refusal)
+                return
+            }
+            guard finish(box, with: response, stream: stream) else {
+                stream.close(reason: .notDelivered)
+                return
+            }
+            // The worker only starts the producer; the stream itself holds no thread from here on.
+            source.producer(stream)
         }
         if !accepted {
             finish(box, with: .problem(HTTPProblem(status: 503, code: "server_busy", title: "Server busy",
@@ -164,10 +209,44 @@ final class ServerCore: @unchecked Sendable {
         }
     }
 
-    private func finish(_ box: RequestBox, with response: HTTPResponse) {
-        if box.complete(with: response) {
-            state.withLock { _ = suspendedBoxes.removeValue(forKey: ObjectIdentifier(box)) }
+    @discardableResult
+    private func finish(_ box: RequestBox, with response: HTTPResponse, stream: HTTPStream? = nil) -> Bool {
+        guard box.complete(with: response, stream: stream) else { return false }
+        state.withLock { _ = suspendedBoxes.removeValue(forKey: ObjectIdentifier(box)) }
+        return true
+    }
+
+    // MARK: - Streams
+
+    private func makeStream(for box: RequestBox) -> HTTPStream {
+        HTTPStream(connection: box.connection, bufferBytesMax: configuration.streamBufferBytesMax) { [weak self] stream in
+            self?.streamClosed(stream)
         }
+    }
+
+    /// Registers a stream, or returns the 503 to send instead (too many streams, or shutting down).
+    private func admit(_ stream: HTTPStream, requestID: String) -> HTTPResponse? {
+        let problem: HTTPProblem? = state.withLock {
+            if draining || forcedStop { return Self.shuttingDown(retryAfter: configuration.retryAfterSeconds) }
+            guard openStreams.count < configuration.streamsMax else {
+                return HTTPProblem(status: 503, code: "too_many_streams", title: "Too many streams",
+                                   detail: "The server has too many open streams; retry later.",
+                                   headers: retryAfterHeaders)
+            }
+            openStreams[ObjectIdentifier(stream)] = stream
+            return nil
+        }
+        return problem.map { .problem($0, requestID: requestID) }
+    }
+
+    private func streamClosed(_ stream: HTTPStream) {
+        state.withLock { _ = openStreams.removeValue(forKey: ObjectIdentifier(stream)) }
+    }
+
+    /// Ends every open stream (shutdown); their buffered bytes still go out before the last chunk.
+    func closeAllStreams() {
+        let streams = state.withLock { Array(openStreams.values) }
+        for stream in streams { stream.close(reason: .serverShutdown) }
     }
 
     /// Runs a handler, mapping errors to problems; never lets an internal error's text reach the client.
@@ -182,19 +261,34 @@ final class ServerCore: @unchecked Sendable {
     }
 
     /// Queues a response on the I/O thread, adding X-Request-Id and, when asked or draining, Connection: close.
-    private func queue(_ response: HTTPResponse, for box: RequestBox, close: Bool) -> Bool {
+    private func queue(_ response: HTTPResponse, stream: HTTPStream? = nil, for box: RequestBox, close: Bool) -> Bool {
         var response = response
+        var stream = stream
         if !(100...599).contains(response.status) {
             response = .problem(.internalError, requestID: box.requestID)
+            stream?.close(reason: .notDelivered)
+            stream = nil
         }
         var headers = response.headers
         headers.replaceOrAdd("X-Request-Id", box.requestID)
         if close || state.withLock({ draining }) {
             headers.replaceOrAdd("Connection", "close")
         }
-        let created = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        let created: OpaquePointer?
+        if let stream {
+            // Told when the connection ends, even if queuing fails below.
+            box.stream = stream
+            // Unknown size on HTTP/1.1 makes MHD use chunked encoding (RFC 9112 §7.1); MHD holds a retain on
+            // the stream until its free callback.
+            let context = Unmanaged.passRetained(stream).toOpaque()
+            created = MHD_create_response_from_callback(UInt64.max, Self.streamBlockBytes, StreamCallbacks.read,
+                                                        context, StreamCallbacks.free)
+            if created == nil { Unmanaged<HTTPStream>.fromOpaque(context).release() }
+        } else {
+            created = response.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                                MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+            }
         }
         guard let mhdResponse = created else { return false }
         defer { MHD_destroy_response(mhdResponse) }
@@ -206,9 +300,12 @@ final class ServerCore: @unchecked Sendable {
         }
         box.responseQueued = true
         box.sentStatus = response.status
-        box.sentBodyBytes = response.body.count
+        box.sentBodyBytes = stream == nil ? response.body.count : 0
         return true
     }
+
+    /// MHD's preferred block size for streamed bodies (advisory; SSE events are small).
+    static let streamBlockBytes = 4_096
 
     // MARK: - Framing (RFC 9112 §6)
 
@@ -358,8 +455,9 @@ final class ServerCore: @unchecked Sendable {
 
     var stats: HTTPServerStats {
         let inFlight = state.withLock { self.inFlight }
+        let streams = state.withLock { openStreams.count }
         return HTTPServerStats(inFlight: inFlight, queueDepth: pool.queueDepth, workersBusy: pool.busyCount,
-                               workerThreads: pool.threadCount)
+                               workerThreads: pool.threadCount, openStreams: streams)
     }
 }
 

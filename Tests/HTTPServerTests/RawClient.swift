@@ -35,9 +35,13 @@ final class RawClient {
     private(set) var fd: Int32 = -1
     private var buffer: [UInt8] = []
 
-    init(port: Int, timeoutSeconds: Int = 10) throws {
+    /// `receiveBufferBytes` shrinks the kernel receive buffer (set before connect so the window honours it).
+    init(port: Int, timeoutSeconds: Int = 10, receiveBufferBytes: Int32? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawClientError.connectFailed(errno) }
+        if var size = receiveBufferBytes {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -83,6 +87,78 @@ final class RawClient {
         }
         if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw RawClientError.timedOut }
         return false
+    }
+
+    /// Closes the socket now (a client going away).
+    func disconnect() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    /// Reads a response's status line and headers only; the body stays buffered for `readChunk`.
+    func readHead() throws -> WireResponse {
+        let separator: [UInt8] = [13, 10, 13, 10]
+        while buffer.firstRange(of: separator) == nil {
+            guard try fill() else { throw RawClientError.closedBeforeResponse }
+        }
+        guard let end = buffer.firstRange(of: separator)?.lowerBound else { throw RawClientError.badResponse }
+        let (status, headers) = try Self.parseHead(buffer[0..<end])
+        buffer.removeFirst(end + 4)
+        return WireResponse(status: status, headers: headers, body: [])
+    }
+
+    /// Reads one chunk of a chunked body (RFC 9112 §7.1); nil for the last chunk (its trailer section is consumed).
+    func readChunk() throws -> [UInt8]? {
+        let line = try readLine()
+        let sizeText = line.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
+        guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+            throw RawClientError.badResponse
+        }
+        if size == 0 {
+            while try !readLine().isEmpty {}
+            return nil
+        }
+        while buffer.count < size + 2 {
+            guard try fill() else { throw RawClientError.closedBeforeResponse }
+        }
+        guard buffer[size] == 13, buffer[size + 1] == 10 else { throw RawClientError.badResponse }
+        let chunk = Array(buffer[0..<size])
+        buffer.removeFirst(size + 2)
+        return chunk
+    }
+
+    /// Reads chunks until the text read so far ends with `count` SSE events (blank-line terminated);
+    /// nil when the body ends first.
+    func readEvents(_ count: Int) throws -> String? {
+        var text = ""
+        while text.components(separatedBy: "\n\n").count - 1 < count {
+            guard let chunk = try readChunk() else { return nil }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        return text
+    }
+
+    private func readLine() throws -> String {
+        let crlf: [UInt8] = [13, 10]
+        while buffer.firstRange(of: crlf) == nil {
+            guard try fill() else { throw RawClientError.closedBeforeResponse }
+        }
+        guard let end = buffer.firstRange(of: crlf)?.lowerBound else { throw RawClientError.badResponse }
+        let line = String(decoding: buffer[0..<end], as: UTF8.self)
+        buffer.removeFirst(end + 2)
+        return line
+    }
+
+    private static func parseHead(_ bytes: ArraySlice<UInt8>) throws -> (Int, [(String, String)]) {
+        let head = String(decoding: bytes, as: UTF8.self)
+        var lines = head.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw RawClientError.badResponse }
+        let headers = lines.compactMap { line -> (String, String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        return (status, headers)
     }
 
     /// Reads one response framed by Content-Length (what the server always sends).
