@@ -78,7 +78,7 @@ public final class HTTPServer: Sendable {
     /// A snapshot of the load.
     public var stats: HTTPServerStats { core.stats }
 
-    /// Stops accepting (MHD_quiesce_daemon), ends open streams, waits for in-flight requests up to the deadline, answers
+    /// Refuses new requests (503 + Connection: close), ends open streams, waits for in-flight requests up to the deadline, answers
     /// any request still waiting on a handler with 503, then stops the daemon and the worker threads.
     /// Returns true if everything drained in time. Safe to call more than once.
     @discardableResult
@@ -97,9 +97,12 @@ public final class HTTPServer: Sendable {
         }
         guard let daemon else { return true }
         let deadline = monotonicNanoseconds() + UInt64(max(drainDeadlineMilliseconds, 0)) * 1_000_000
+        // New requests are refused from here on (503 server_shutting_down + Connection: close). The
+        // listening socket is not quiesced: MHD 0.9.75's MHD_quiesce_daemon removes the listener from
+        // each worker's epoll set while the workers may do the same, and the losing thread hits
+        // MHD_PANIC ("Failed to remove listen FD from epoll set"), aborting the process. The socket
+        // closes with MHD_stop_daemon below.
         core.beginDraining()
-        let listener = MHD_quiesce_daemon(daemon.pointer)
-        if listener >= 0 { close(listener) }
         // Open streams would never drain on their own: end them (buffered bytes first) so their requests
         // complete; draining refuses new ones, and MHD must not be stopped with a stream's connection suspended.
         core.closeAllStreams()

@@ -123,6 +123,12 @@ final class ServerCore: @unchecked Sendable {
     }
 
     private func dispatch(_ box: RequestBox) -> MHD_Result {
+        // Once shutdown has begun, new requests are refused so that only in-flight work drains.
+        if state.withLock({ draining }) {
+            let refusal = HTTPResponse.problem(Self.shuttingDown(retryAfter: configuration.retryAfterSeconds),
+                                               requestID: box.requestID)
+            return queue(refusal, for: box, close: true) ? MHD_Result.YES : MHD_Result.NO
+        }
         let response: HTTPResponse
         switch router.match(method: box.method, path: box.path) {
         case .notFound:

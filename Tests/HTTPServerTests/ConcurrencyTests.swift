@@ -86,8 +86,12 @@ final class Gate: Sendable {
             drained.store(test.server.shutdown(drainDeadlineMilliseconds: 20_000) ? 1 : 0, ordering: .relaxed)
         }
         shutdownThread.start()
-        // The listener closes first; only then is the in-flight handler allowed to finish.
-        #expect(eventually { (try? RawClient(port: port)) == nil })
+        // Once draining, a new request is refused (or, once stopped, the connection is); only then is
+        // the in-flight handler allowed to finish.
+        #expect(eventually {
+            guard let fresh = try? RawClient(port: port), let r = try? fresh.roundTrip("GET /block HTTP/1.1\r\nHost: t\r\n\r\n") else { return true }
+            return r.status == 503 && r.json?["code"] as? String == "server_shutting_down" && r.header("Connection")?.lowercased() == "close"
+        })
         gate.release()
         let response = try client.readResponse()
         #expect(response.status == 200)
@@ -95,6 +99,7 @@ final class Gate: Sendable {
         #expect(eventually(timeoutSeconds: 25) { drained.load(ordering: .relaxed) != -1 })
         #expect(drained.load(ordering: .relaxed) == 1)
         #expect(test.server.stats.inFlight == 0)
+        #expect((try? RawClient(port: port)) == nil)
     }
 
     @Test func shutdownPastTheDeadlineAnswersWaitingRequestsAndReturnsFalse() throws {
