@@ -73,7 +73,7 @@ public final class PostgresListener: Sendable {
     /// Waits up to the timeout and returns the notifications received (possibly none). After a
     /// reconnection it returns no notifications and `reconnected: true`, so the caller re-scans.
     public func wait(timeoutMilliseconds: Int) -> (notifications: [PostgresNotification], reconnected: Bool) {
-        let deadline = monotonicNanoseconds() + UInt64(max(0, timeoutMilliseconds)) * 1_000_000
+        let deadline = monotonicNanoseconds() + UInt64(min(max(0, timeoutMilliseconds), PostgresPool.timeoutMillisecondsMax)) * 1_000_000
         return state.withLock { state in
             if closed.load(ordering: .acquiring) { return ([], false) }
             if state.connection == nil {

@@ -35,6 +35,9 @@ public final class PostgresPool: Sendable {
         case fail(PostgresError)
     }
 
+    /// Longest wait honoured (one day), so a huge configured timeout cannot overflow the deadline.
+    static let timeoutMillisecondsMax = 86_400_000
+
     private let configuration: PostgresConfiguration
     private let settings: Result<ConnectSettings, PostgresError>
     private let state = Mutex(State())
@@ -148,7 +151,7 @@ public final class PostgresPool: Sendable {
         case .fail(let error):
             throw error
         case .wait(let waiter):
-            let deadline = monotonicNanoseconds() + UInt64(configuration.acquireTimeoutMilliseconds) * 1_000_000
+            let deadline = monotonicNanoseconds() + UInt64(min(configuration.acquireTimeoutMilliseconds, Self.timeoutMillisecondsMax)) * 1_000_000
             waiter.wait(untilNanoseconds: deadline)
             let grant = state.withLock { state -> Grant? in
                 if let grant = state.grants.removeValue(forKey: waiter.id) { return grant }

@@ -51,7 +51,7 @@ extension PostgresIntegration {
         #expect(listener.wait(timeoutMilliseconds: 5_000).notifications.map(\.payload) == ["before"])
         #expect(pool.stats.idle == 1)
 
-        try TestDatabase.restart(try #require(TestDatabase.restartCommand))
+        TestDatabase.restart(try #require(TestDatabase.restartCommand))
 
         // A plain, non-idempotent statement on the pool succeeds: the stale idle connection is
         // discarded at checkout, before anything is sent.

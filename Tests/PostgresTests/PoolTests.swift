@@ -104,6 +104,18 @@ extension PostgresIntegration {
             #expect(pool.stats.idle >= 1, "a cancelled statement leaves a reusable connection")
         }
 
+        @Test func parameterCountLimitHoldsAtAndPastTheBoundary() throws {
+            let pool = PostgresPool(configuration: TestDatabase.configuration())
+            defer { pool.close() }
+            let limit = PostgresConnection.parametersMax
+            let placeholders = (1...limit).map { "$\($0)::int4" }.joined(separator: ",")
+            let values: [any PostgresEncodable] = (0..<limit).map { Int32($0) }
+            let sql = SQL(unsafeSQL: "SELECT array_length(ARRAY[\(placeholders)], 1) AS n")
+            #expect(try pool.query(sql, values).first?.decode("n", as: Int.self) == limit)
+            let error = expectPostgresError(.queryFailed) { _ = try pool.query(sql, values + [Int32(0)]) }
+            #expect(error?.sqlState == nil, "refused before reaching the server")
+        }
+
         @Test func concurrentUseFromManyThreads() throws {
             let pool = PostgresPool(configuration: TestDatabase.configuration {
                 $0.connectionsMax = 3

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 @testable import Postgres
 
@@ -33,14 +34,21 @@ enum TestDatabase {
         prefix + "_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
     }
 
-    /// Runs the restart command through the shell (it may carry arguments and environment).
-    static func restart(_ command: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "restart command failed")
+    /// Runs the restart command through /bin/sh (it may carry arguments and environment) and waits.
+    /// posix_spawn + waitpid rather than Foundation.Process, whose exit monitoring can stall
+    /// inside the test runner.
+    static func restart(_ command: String) {
+        var pid: pid_t = 0
+        let words: [String] = ["sh", "-c", command]
+        let copies: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        let arguments = copies + [nil]
+        let spawned = posix_spawn(&pid, "/bin/sh", nil, nil, arguments, environ)
+        #expect(spawned == 0, "could not start the restart command")
+        guard spawned == 0 else { return }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        #expect(status == 0, "restart command failed with wait status \(status)")
     }
 }
 

@@ -65,6 +65,29 @@ extension PostgresIntegration {
             #expect(try pool.query(SQL(unsafeSQL: "SELECT count(*) FROM \(table)")).first?.decode(0, as: Int.self) == 0)
         }
 
+        @Test func connectionLostDuringCommitIsCommitUnknown() throws {
+            let (pool, table) = try setUp("tx_unknown")
+            defer { pool.close() }
+            // A deferred constraint trigger runs inside COMMIT and kills its own backend, so the
+            // client never learns whether the commit happened.
+            try pool.withConnection { connection in
+                try connection.simpleQuery(SQL(unsafeSQL: """
+                    CREATE FUNCTION \(table)_die() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); RETURN NULL; END $$;
+                    CREATE CONSTRAINT TRIGGER \(table)_die AFTER INSERT ON \(table)
+                      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION \(table)_die();
+                    """))
+            }
+            let error = expectPostgresError(.transactionCommitUnknown) {
+                try pool.transaction { connection in
+                    _ = try connection.execute(SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES (1)"))
+                }
+            }
+            #expect(error?.isSerializationFailure == false)
+            #expect(pool.stats.inUse == 0 && pool.stats.idle == 0, "the dead connection is discarded")
+            #expect(try count(pool, table) == 0)
+        }
+
         @Test func swallowedErrorMakesCommitFail() throws {
             let (pool, table) = try setUp("tx_swallow")
             defer { pool.close() }
