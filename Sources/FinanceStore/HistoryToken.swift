@@ -147,6 +147,7 @@ public struct HistoryTokenCodec: Sendable {
         }
         let body = Array(bytes[0..<Self.bodyCount])
         let expected = key.mac(Array("token".utf8) + body)
+        guard bytes.count - Self.bodyCount == expected.count else { throw .tokenInvalid(.malformed) }
         guard constantTimeEqual(expected, Array(bytes[Self.bodyCount...])) else { throw .tokenInvalid(.forged) }
         let scopeTag = Array(key.mac(Array("scope".utf8) + scope.canonicalBytes).prefix(8))
         guard body[2] == scope.resource.rawValue, constantTimeEqual(scopeTag, Array(body[31..<39])) else {
