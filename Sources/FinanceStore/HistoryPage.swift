@@ -3,42 +3,55 @@
 
 /// The change-log algorithm, as the SQL the shell runs. Read it before writing the shell.
 ///
-/// Writing (same database transaction as the domain change, transactional outbox):
+/// Writing, in the same database transaction as the domain change (transactional outbox):
 /// ```sql
-/// CREATE TABLE finance_change (
-///   merchant_id text NOT NULL, scope_kind text NOT NULL, scope_id uuid,     -- HistoryScope
+/// CREATE TABLE finance_entity (            -- current FinanceKit JSON of every entity, per scope
+///   merchant_id text, scope_kind text, scope_id uuid, entity_id uuid, payload jsonb NOT NULL,
+///   PRIMARY KEY (merchant_id, scope_kind, entity_id));
+/// CREATE TABLE finance_change (            -- one row per change: a notification, no payload
+///   merchant_id text NOT NULL, scope_kind text NOT NULL, scope_id uuid,
 ///   epoch int NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
 ///   seq bigint GENERATED ALWAYS AS IDENTITY, op text NOT NULL CHECK (op IN ('insert','update','delete')),
-///   entity_id uuid NOT NULL, payload jsonb, written_at timestamptz NOT NULL DEFAULT now());
+///   entity_id uuid NOT NULL, written_at timestamptz NOT NULL DEFAULT now());
 /// CREATE INDEX ON finance_change (merchant_id, scope_kind, scope_id, epoch, xid, seq);
 /// ```
-/// One row per `FinanceChange` (and one `update` per affected balance) in the writer's transaction.
+/// Per `FinanceChange` (and per affected balance): upsert (or delete) the `finance_entity` row, then
+/// insert a `finance_change` row.
 ///
-/// Reading one page (`ChangeFeedSQL.readPage`): a single statement, so the horizon and the rows come
-/// from one snapshot (Marten #4977: two statements under READ COMMITTED can skip rows):
-/// rows strictly after the token's `(xid, seq)` **and** `xid < pg_snapshot_xmin(pg_current_snapshot())`,
-/// ordered by `(xid, seq)`, `LIMIT pageSize + 1`, returning the horizon alongside. Every transaction with
-/// an xid below the horizon has finished (committed or rolled back), so a row that is not visible yet
-/// always has `xid ≥ horizon` and will be read later: a late commit stalls the feed, never skips a row.
-/// Sequence cursors (`seq > last`) do skip such rows, because sequences are taken at INSERT, not COMMIT.
-/// The shell then calls `HistoryPageBuilder.build` with those rows and the horizon.
+/// Reading one page (`ChangeFeedSQL.readPage`), in a single statement so that the horizon, the change
+/// rows and the entities' current state come from one snapshot (Marten #4977: two statements under
+/// READ COMMITTED can skip rows): rows strictly after the token's `(xid, seq)` **and**
+/// `xid < pg_snapshot_xmin(pg_current_snapshot())`, ordered by `(xid, seq)`, `LIMIT pageSize + 1`,
+/// each joined to the entity's **current** payload (NULL when it is gone from the scope). Then
+/// `HistoryPageBuilder.build`.
 ///
-/// Retention (`changeLogRetentionSeconds`): delete a row only when it is older than the retention
-/// **and** superseded by a later row for the same entity, or is a delete tombstone older than the
-/// retention. The latest row of every live entity stays, so catch-up from the origin (no `since`) rebuilds
-/// the full current state; a token older than the retention is refused (`expired`), never reset.
-/// Operations: set `idle_in_transaction_session_timeout` and `statement_timeout` below
-/// `writeTransactionMaxSeconds`, read on the primary, and alert on feed lag (a long transaction anywhere
+/// Why it never loses anything: every transaction with an xid below the horizon has finished, so a
+/// row not yet visible always has `xid ≥ horizon` and is read later (a late commit stalls the feed,
+/// never skips a row; a sequence cursor `seq > last` does skip it, because sequences are taken at
+/// INSERT, not COMMIT). Why the payload is joined rather than logged: xid order is not commit order,
+/// so two transactions changing one entity can log in the opposite order to the one they committed in;
+/// serving the current state makes the last delivery for an entity always its latest committed state.
+/// Re-deliveries of the same state are possible and harmless (clients upsert by id).
+///
+/// Retention (`changeLogRetentionSeconds`): delete a `finance_change` row only when it is older than the
+/// retention and a later row exists for the same entity, or it is a delete older than the retention.
+/// Each live entity keeps a row, so catch-up from the origin (no `since`) rebuilds the full current
+/// state; a token older than the retention is refused (`expired`), never reset to "latest".
+/// Operations: keep `idle_in_transaction_session_timeout` and `statement_timeout` below
+/// `writeTransactionMaxSeconds`, read on the primary, alert on feed lag (a long transaction anywhere
 /// in the cluster holds the horizon back).
 public enum ChangeFeedSQL {
     /// One page: `$1` merchant, `$2` scope kind, `$3` scope id (NULL for accounts), `$4` epoch,
-    /// `$5` xid (text, cast to xid8), `$6` seq, `$7` page size + 1. Returns the horizon in every row.
+    /// `$5` xid (text, cast to xid8), `$6` seq, `$7` page size + 1. Every row also carries the horizon.
     public static let readPage = """
-        SELECT c.xid::text, c.seq, c.op, c.entity_id, c.payload::text, h.horizon::text
+        SELECT c.xid::text, c.seq, c.op, c.entity_id, e.payload::text, h.horizon::text
           FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
           JOIN finance_change c
             ON c.merchant_id = $1 AND c.scope_kind = $2 AND c.scope_id IS NOT DISTINCT FROM $3
            AND c.epoch = $4 AND (c.xid, c.seq) > ($5::xid8, $6) AND c.xid < h.horizon
+          LEFT JOIN finance_entity e
+            ON e.merchant_id = c.merchant_id AND e.scope_kind = c.scope_kind AND e.entity_id = c.entity_id
+           AND e.scope_id IS NOT DISTINCT FROM c.scope_id
          ORDER BY c.xid, c.seq
          LIMIT $7
         """
@@ -62,7 +75,7 @@ public struct ChangeLogRow<Payload: Sendable>: Sendable {
     public let operation: ChangeOperation
     /// The entity's id.
     public let entityID: FinanceID
-    /// The entity after the change; nil exactly for deletes.
+    /// The entity's current state, read in the same snapshot; nil when it no longer exists in the scope.
     public let payload: Payload?
 
     /// Creates a row.
@@ -130,11 +143,11 @@ public enum HistoryPageBuilder {
     ///
     /// `rows` must be sorted by `(xid, seq)`, all after `position` and in its epoch (`change_log_invalid`
     /// otherwise); pass up to `pageSize + 1` rows so `hasMore` can be told. Dedup within the page (§5.3),
-    /// by the entity's first and last row in the page:
-    /// - first `insert`, last not `delete` → `inserted` with the latest payload;
-    /// - first `insert`, last `delete` → omitted (the client never had it);
-    /// - first `update`/`delete`, last not `delete` → `updated` with the latest payload;
-    /// - first `update`/`delete`, last `delete` → `deleted`.
+    /// by the entity's first operation in the page and its current state (the last row's payload):
+    /// - first `insert`, exists → `inserted`;
+    /// - first `insert`, gone → omitted (the client never had it);
+    /// - first `update`/`delete`, exists → `updated` (a delete then re-insert is an update to the client);
+    /// - first `update`/`delete`, gone → `deleted`.
     /// Entities appear in the order of their first row.
     public static func build<Payload: Sendable>(
         rows: [ChangeLogRow<Payload>], after position: HistoryPosition, horizon: UInt64, pageSize: Int,
@@ -146,9 +159,6 @@ public enum HistoryPageBuilder {
         for row in rows {
             guard row.position.epoch == position.epoch, row.position > previous else {
                 throw FinanceError(.changeLogInvalid, detail: "rows not ascending after the token position")
-            }
-            guard (row.payload == nil) == (row.operation == .delete) else {
-                throw FinanceError(.changeLogInvalid, detail: "payload must be absent exactly for deletes")
             }
             previous = row.position
             // Sorted by xid: the first row at or above the horizon ends what may be read now.

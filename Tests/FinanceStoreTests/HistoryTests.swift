@@ -94,11 +94,12 @@ let keyB = HistoryTokenKey(keyID: 2) { testHash(key: Array("key-b".utf8), $0) }
 
     @Test func dedupKeepsEachEntityOnceWithItsLatestState() throws {
         let rows = [
-            row(10, 1, .insert, 1, "a1"), row(10, 2, .update, 1, "a2"),   // insert+update → inserted a2
-            row(11, 3, .insert, 2, "b1"), row(12, 4, .delete, 2, nil),    // insert+delete → omitted
-            row(12, 5, .update, 3, "c2"), row(13, 6, .update, 3, "c3"),   // update+update → updated c3
-            row(13, 7, .update, 4, "d2"), row(14, 8, .delete, 4, nil),    // update+delete → deleted
-            row(14, 9, .delete, 5, nil), row(15, 10, .insert, 5, "e2"),   // delete+insert → updated e2
+            // Payloads are each entity's current state, joined at read time.
+            row(10, 1, .insert, 1, "a2"), row(10, 2, .update, 1, "a2"),   // insert+update → inserted once
+            row(11, 3, .insert, 2, nil), row(12, 4, .delete, 2, nil),     // insert+delete → omitted
+            row(12, 5, .update, 3, "c3"), row(13, 6, .update, 3, "c3"),   // update+update → updated once
+            row(13, 7, .update, 4, nil), row(14, 8, .delete, 4, nil),     // update+delete → deleted
+            row(14, 9, .delete, 5, "e2"), row(15, 10, .insert, 5, "e2"),  // delete+insert → updated
         ]
         let page = try HistoryPageBuilder.build(rows: rows, after: .origin(epoch: 1), horizon: 100, pageSize: 10,
                                                 scope: try scope, codec: codec, now: ts(0))
@@ -135,8 +136,7 @@ let keyB = HistoryTokenKey(keyID: 2) { testHash(key: Array("key-b".utf8), $0) }
         let cases: [[ChangeLogRow<String>]] = [
             [row(11, 2, .insert, 1, "a"), row(10, 3, .insert, 2, "b")],
             [row(5, 1, .insert, 1, "a")],                       // not after the token position
-            [row(11, 1, .insert, 1, nil)],                      // insert without payload
-            [row(11, 1, .delete, 1, "x")],                      // delete with payload
+            [row(11, 1, .insert, 1, "a"), row(11, 1, .update, 1, "a")],  // repeated position
         ]
         for rows in cases {
             let error = financeError {
