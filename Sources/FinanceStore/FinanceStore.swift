@@ -1,1 +1,0 @@
-// FinanceStore: the FinanceKit-shaped transaction model (pure).

@@ -1,0 +1,287 @@
+// Identifiers and timestamps of the finance model, without Foundation: the core stays pure and the
+// text forms are exactly what PostgreSQL's `uuid` and `timestamptz` print and parse.
+
+/// A 128-bit identifier in UUID text form (FinanceKit's `UUID` ids); orders like PostgreSQL's `uuid`.
+public struct FinanceID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
+    /// The first 8 bytes, big-endian.
+    public let high: UInt64
+    /// The last 8 bytes, big-endian.
+    public let low: UInt64
+
+    /// Creates an id from its two big-endian halves.
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// Parses the canonical `8-4-4-4-12` hex form (either case).
+    public init(parsing text: String) throws(FinanceError) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { throw FinanceError(.valueInvalid, detail: "uuid length") }
+        var nibbles: [UInt64] = []
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { throw FinanceError(.valueInvalid, detail: "uuid form") }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibbles.append(UInt64(byte - UInt8(ascii: "0")))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibbles.append(UInt64(byte - UInt8(ascii: "a") + 10))
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibbles.append(UInt64(byte - UInt8(ascii: "A") + 10))
+            default: throw FinanceError(.valueInvalid, detail: "uuid form")
+            }
+        }
+        self.high = nibbles[0..<16].reduce(0) { $0 << 4 | $1 }
+        self.low = nibbles[16..<32].reduce(0) { $0 << 4 | $1 }
+    }
+
+    /// Builds an id from the first 16 bytes of a digest, stamped as UUID version 8 (RFC 9562 §5.8).
+    init(digest: [UInt8]) {
+        precondition(digest.count >= 16, "FinanceIdentity digest must return at least 16 bytes")
+        var high = digest[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        var low = digest[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        high = (high & ~0xF000) | 0x8000                       // version 8
+        low = (low & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // RFC 9562 variant
+        self.init(high: high, low: low)
+    }
+
+    /// The 16 bytes, big-endian.
+    public var bytes: [UInt8] { BigEndian.bytes(high) + BigEndian.bytes(low) }
+
+    /// Lower-case `8-4-4-4-12` form.
+    public var description: String {
+        let hex = Array(BigEndian.hex(high) + BigEndian.hex(low))
+        return String(hex[0..<8]) + "-" + String(hex[8..<12]) + "-" + String(hex[12..<16]) + "-"
+            + String(hex[16..<20]) + "-" + String(hex[20..<32])
+    }
+
+    /// Byte order, as PostgreSQL compares `uuid` values.
+    public static func < (lhs: FinanceID, rhs: FinanceID) -> Bool {
+        (lhs.high, lhs.low) < (rhs.high, rhs.low)
+    }
+
+    /// Decodes the UUID text form.
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do { self = try FinanceID(parsing: text) } catch { throw error }
+    }
+
+    /// Encodes the UUID text form.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// Derives deterministic ids from stable business keys, so re-applying an event is idempotent.
+///
+/// The digest is injected (the shell passes SHA-256 from `Crypto`): FinanceStore depends on Money only.
+/// Inputs are length-prefixed so that no two (merchant, kind, key) triples share bytes.
+public struct FinanceIdentity: Sendable {
+    /// Tender merchant id; every derived id is private to it.
+    public let merchantID: String
+    private let digest: @Sendable ([UInt8]) -> [UInt8]
+
+    /// Creates a deriver for `merchantID`; `digest` must return at least 16 bytes (SHA-256 in production).
+    public init(merchantID: String, digest: @escaping @Sendable ([UInt8]) -> [UInt8]) {
+        self.merchantID = merchantID
+        self.digest = digest
+    }
+
+    /// The id of entity `kind` ("account", "transaction", "balance") named by `key` ("payment:pay_1").
+    public func id(_ kind: String, _ key: String) -> FinanceID {
+        var input = Array("tender.finance.id.v1".utf8)
+        for part in [merchantID, kind, key] {
+            input += BigEndian.bytes(UInt32(truncatingIfNeeded: part.utf8.count)) + Array(part.utf8)
+        }
+        return FinanceID(digest: digest(input))
+    }
+}
+
+/// A UTC instant with second precision, as RFC 3339 text (`2026-03-01T12:00:00Z`) in JSON.
+public struct FinanceTimestamp: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
+    /// Seconds since 1970-01-01T00:00:00Z.
+    public let secondsSinceEpoch: Int64
+
+    /// Creates a timestamp from Unix seconds.
+    public init(secondsSinceEpoch: Int64) {
+        self.secondsSinceEpoch = secondsSinceEpoch
+    }
+
+    /// Years outside 0001…9999 cannot be written in RFC 3339.
+    static let secondsMin: Int64 = -62_135_596_800
+    static let secondsMax: Int64 = 253_402_300_799
+
+    /// Parses RFC 3339 (`Z` or `±hh:mm` offset; fractional seconds are truncated).
+    public init(parsing text: String) throws(FinanceError) {
+        let b = Array(text.utf8)
+        func number(_ range: Range<Int>) throws(FinanceError) -> Int64 {
+            guard range.upperBound <= b.count else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+            var value: Int64 = 0
+            for index in range {
+                guard b[index] >= 0x30, b[index] <= 0x39 else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+                value = value * 10 + Int64(b[index] - 0x30)
+            }
+            return value
+        }
+        guard b.count >= 20, b.count <= 40, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
+              b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
+              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else {
+            throw FinanceError(.valueInvalid, detail: "timestamp")
+        }
+        let year = try number(0..<4), month = try number(5..<7), day = try number(8..<10)
+        let hour = try number(11..<13), minute = try number(14..<16), second = try number(17..<19)
+        var index = 19
+        if b[index] == UInt8(ascii: ".") {
+            index += 1
+            let start = index
+            while index < b.count, b[index] >= 0x30, b[index] <= 0x39 { index += 1 }
+            guard index > start else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+        }
+        var offsetSeconds: Int64 = 0
+        guard index < b.count else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+        if b[index] == UInt8(ascii: "Z") || b[index] == UInt8(ascii: "z") {
+            guard index + 1 == b.count else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+        } else {
+            guard b[index] == UInt8(ascii: "+") || b[index] == UInt8(ascii: "-"), index + 6 == b.count,
+                  b[index + 3] == UInt8(ascii: ":") else {
+                throw FinanceError(.valueInvalid, detail: "timestamp")
+            }
+            let hours = try number((index + 1)..<(index + 3)), minutes = try number((index + 4)..<(index + 6))
+            guard hours <= 23, minutes <= 59 else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+            offsetSeconds = (hours * 3600 + minutes * 60) * (b[index] == UInt8(ascii: "+") ? 1 : -1)
+        }
+        guard year >= 1, month >= 1, month <= 12, day >= 1, day <= Self.daysIn(month: month, year: year),
+              hour <= 23, minute <= 59, second <= 59 else {
+            throw FinanceError(.valueInvalid, detail: "timestamp")
+        }
+        let days = Self.daysFromCivil(year: year, month: month, day: day)
+        self.secondsSinceEpoch = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+    }
+
+    /// RFC 3339 in UTC, e.g. `2026-03-01T12:00:00Z`.
+    public var description: String {
+        let clamped = min(max(secondsSinceEpoch, Self.secondsMin), Self.secondsMax)
+        let days = clamped >= 0 ? clamped / 86_400 : (clamped - 86_399) / 86_400
+        let secondsOfDay = clamped - days * 86_400
+        let (year, month, day) = Self.civilFromDays(days)
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):"
+            + "\(pad(secondsOfDay % 3600 / 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
+    }
+
+    /// Chronological order.
+    public static func < (lhs: FinanceTimestamp, rhs: FinanceTimestamp) -> Bool {
+        lhs.secondsSinceEpoch < rhs.secondsSinceEpoch
+    }
+
+    /// Decodes RFC 3339 text.
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do { self = try FinanceTimestamp(parsing: text) } catch { throw error }
+    }
+
+    /// Encodes RFC 3339 text in UTC.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days (proleptic Gregorian calendar).
+    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static func civilFromDays(_ daysSinceEpoch: Int64) -> (Int64, Int64, Int64) {
+        let z = daysSinceEpoch + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
+/// Big-endian byte helpers for ids and tokens.
+enum BigEndian {
+    static func bytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+        (0..<(T.bitWidth / 8)).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
+    }
+
+    static func read<T: FixedWidthInteger>(_ type: T.Type, _ bytes: ArraySlice<UInt8>) -> T {
+        bytes.reduce(T(0)) { $0 << 8 | T($1) }
+    }
+
+    static func hex(_ value: UInt64) -> String {
+        let digits = Array("0123456789abcdef")
+        return String((0..<16).reversed().map { digits[Int((value >> (UInt64($0) * 4)) & 0xF)] })
+    }
+}
+
+/// RFC 4648 §5 base64url without padding, for opaque history tokens.
+enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            let value = chunk.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (16 - 8 * $1.offset) }
+            for slot in 0..<(chunk.count + 1) {
+                out.append(alphabet[Int((value >> (18 - 6 * slot)) & 0x3F)])
+            }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Nil on any non-alphabet byte, padding, or non-canonical trailing bits.
+    static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt32] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(UInt32(byte - UInt8(ascii: "A")))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(UInt32(byte - UInt8(ascii: "a") + 26))
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(UInt32(byte - UInt8(ascii: "0") + 52))
+            case UInt8(ascii: "-"): values.append(62)
+            case UInt8(ascii: "_"): values.append(63)
+            default: return nil
+            }
+        }
+        guard values.count % 4 != 1 else { return nil }
+        var out: [UInt8] = []
+        var index = 0
+        while index < values.count {
+            let group = values[index..<min(index + 4, values.count)]
+            let value = group.enumerated().reduce(UInt32(0)) { $0 | $1.element << (18 - 6 * $1.offset) }
+            let produced = group.count - 1
+            // Canonical form only: unused low bits must be zero, so each token has one spelling.
+            let usedBits = produced * 8
+            if usedBits < 24 && value & ((1 << (24 - usedBits)) - 1) != 0 { return nil }
+            for slot in 0..<produced { out.append(UInt8(truncatingIfNeeded: value >> (16 - 8 * slot))) }
+            index += 4
+        }
+        return out
+    }
+}
