@@ -33,6 +33,13 @@ public struct HTTPConnectAddress: Sendable, Equatable, CustomStringConvertible {
     /// TCP port.
     public var port: Int
 
+    /// Builds an address (4 bytes for IPv4, 16 for IPv6).
+    public init(family: Family, bytes: [UInt8], port: Int) {
+        self.family = family
+        self.bytes = bytes
+        self.port = port
+    }
+
     /// Dotted quad or colon-separated hex groups, then the port.
     public var description: String {
         switch family {
