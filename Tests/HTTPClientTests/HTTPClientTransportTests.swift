@@ -80,7 +80,7 @@ struct HTTPClientTransportTests {
                                         body: Array("{}".utf8))
         let options = try servers.gatewayOptions(port: servers.mutualTLSPort, identity: false)
         let error = httpError { () throws(HTTPClientError) in try client.send(request, options: options) }
-        #expect(error?.code == .tlsFailed)
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
         #expect(error?.outcomeUnknown == false)
     }
 

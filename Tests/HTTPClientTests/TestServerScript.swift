@@ -108,9 +108,15 @@ class Server(ThreadingHTTPServer):
         request.settimeout(15)
         connection = request
         if self.tls_context is not None:
+            connection = self.tls_context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
             try:
-                connection = self.tls_context.wrap_socket(request, server_side=True)
+                connection.do_handshake()
             except (ssl.SSLError, OSError):
+                # Like a graceful TLS server: the alert goes out and the socket stays open briefly, so the
+                # client reads the alert instead of a reset (TLS 1.3 rejects client certificates after the
+                # client has finished its side of the handshake).
+                time.sleep(0.5)
+                connection.close()
                 return
         try:
             self.RequestHandlerClass(connection, client_address, self)
