@@ -31,10 +31,34 @@ public final class TenderApp: Sendable {
         router.add("GET", "/metrics", inline: true) { [self] _ in
             .text(self.metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
-        router.add("GET", "/v1/merchant", authenticated { _, merchant in
+        router.add("GET", "/v1/merchant", guarded(authenticated { _, merchant in
             .json(MerchantView(merchant))
-        })
+        }))
+        // Each feature registers its routes from its own file (TenderServer/<Feature>/…Routes.swift).
         return router
+    }
+
+    /// Maps infrastructure failures to problems a client can act on: an unreachable or saturated
+    /// database is `503 database_unavailable` with `Retry-After`, never a 500 with internals.
+    public func guarded(_ handler: @escaping HTTPHandler) -> HTTPHandler {
+        { [logger] request in
+            do {
+                return try handler(request)
+            } catch let error as PostgresError {
+                switch error.code {
+                case .connectionFailed, .poolTimeout, .poolExhausted, .poolClosed, .statementTimeout:
+                    logger.warning("database unavailable", [("code", error.code.rawValue), ("request_id", request.requestID)])
+                    throw HTTPProblem(status: 503, code: "database_unavailable", title: "Service unavailable",
+                                      detail: "The database is temporarily unavailable; retry later.",
+                                      headers: HTTPHeaders([("Retry-After", "1")]))
+                default:
+                    logger.error("database error", [("code", error.code.rawValue), ("sqlstate", error.sqlState ?? ""),
+                                                    ("request_id", request.requestID)])
+                    throw HTTPProblem(status: 500, code: "internal_error", title: "Internal error",
+                                      detail: "The request could not be completed.")
+                }
+            }
+        }
     }
 
     /// Wraps a merchant endpoint: `Authorization: Bearer <API key>` or 401 problem+json.
