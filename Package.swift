@@ -37,11 +37,12 @@ let package = Package(
         .target(name: "ApplePayToken", dependencies: ["Crypto", "Money"], swiftSettings: strict),
         .target(name: "FinanceStore", dependencies: ["Money"], swiftSettings: strict),
         .target(name: "Reconciliation", dependencies: ["Money"], swiftSettings: strict),
+        .target(name: "Payments", dependencies: ["Money"], swiftSettings: strict),
 
         // Shell: routes, auth, stores, configuration, CLI commands.
         .target(name: "TenderServer",
-                dependencies: ["Postgres", "HTTPServer", "Crypto", "Money", "PaymentRequest",
-                               "ApplePayToken", "Observability"],
+                dependencies: ["Postgres", "HTTPServer", "HTTPClient", "Crypto", "Money", "PaymentRequest",
+                               "ApplePayToken", "Payments", "FinanceStore", "Reconciliation", "Observability"],
                 swiftSettings: strict),
         .executableTarget(name: "tender", dependencies: ["TenderServer"], swiftSettings: strict),
 
@@ -54,8 +55,11 @@ let package = Package(
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"]),
         .testTarget(name: "FinanceStoreTests", dependencies: ["FinanceStore", "Money"]),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Money"]),
+        .testTarget(name: "PaymentsTests", dependencies: ["Payments", "Money"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
-        .testTarget(name: "TenderServerTests", dependencies: ["TenderServer", "Postgres", "HTTPServer", "Crypto", "Money"]),
+        .testTarget(name: "TenderServerTests",
+                    dependencies: ["TenderServer", "Postgres", "HTTPServer", "HTTPClient", "Crypto", "Money",
+                                   "PaymentRequest", "ApplePayToken", "Payments", "FinanceStore", "Reconciliation"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,1 @@
+// Payments: the exactly-once payment state machine and processor protocol (pure).
