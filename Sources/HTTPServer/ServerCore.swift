@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -118,7 +119,8 @@ final class ServerCore: @unchecked Sendable {
                                          remoteAddress: box.remoteAddress, bodyBytes: box.sentBodyBytes))
         state.withLock {
             inFlight -= 1
-            state.broadcast()
+            // Only a draining shutdown waits for in-flight requests; waking nobody saves a syscall per request.
+            if draining { state.broadcast() }
         }
     }
 
@@ -381,11 +383,15 @@ final class ServerCore: @unchecked Sendable {
                || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }) {
             return given
         }
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
-        return Self.hex(high) + Self.hex(low)
+        // Unique, not secret: a per-process random prefix and a counter (no syscall per request).
+        return requestIDPrefix + Self.hex(requestCounter.add(1, ordering: .relaxed).newValue)
     }
+
+    private static let requestIDPrefix: String = {
+        var generator = SystemRandomNumberGenerator()
+        return hex(generator.next() as UInt64)
+    }()
+    private static let requestCounter = Atomic<UInt64>(0)
 
     private static func hex(_ value: UInt64) -> String {
         let text = String(value, radix: 16)

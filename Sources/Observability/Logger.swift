@@ -39,12 +39,13 @@ public struct Logger: Sendable {
         self.sink = sink ?? Logger.standardError
     }
 
-    private static let stderrLock = Mutex(())
-
     private static let standardError: Sink = { line in
-        stderrLock.withLock { _ in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
-        }
+        StandardErrorBuffer.shared.append(line)
+    }
+
+    /// Writes any buffered log lines now (at shutdown, before exit).
+    public static func flush() {
+        StandardErrorBuffer.shared.flush()
     }
 
     /// A logger that drops everything (tests, benchmarks).
@@ -52,14 +53,23 @@ public struct Logger: Sendable {
 
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)] = []) {
         guard level >= minimumLevel else { return }
-        let time = RFC3339.string(from: Date())
+        let time = RFC3339.cachedNow()
         switch format {
         case .json:
-            var line = "{\"time\":\(jsonQuoted(time)),\"level\":\(jsonQuoted(level.rawValue)),\"msg\":\(jsonQuoted(message))"
+            var line = "{\"time\":\""
+            line.reserveCapacity(64 + message.utf8.count + fields.count * 32)
+            line.append(time)
+            line.append("\",\"level\":\"")
+            line.append(level.rawValue)
+            line.append("\",\"msg\":")
+            line.append(jsonQuoted(message))
             for (key, value) in fields {
-                line += ",\(jsonQuoted(key)):\(jsonQuoted(value))"
+                line.append(",")
+                line.append(jsonQuoted(key))
+                line.append(":")
+                line.append(jsonQuoted(value))
             }
-            line += "}"
+            line.append("}")
             sink(line)
         case .text:
             var line = "\(time) \(level.rawValue.uppercased()) \(message)"
@@ -76,6 +86,10 @@ public struct Logger: Sendable {
 
 /// Escapes `text` as a JSON string literal.
 public func jsonQuoted(_ text: String) -> String {
+    // Fast path: printable ASCII without quotes or backslashes needs no escaping.
+    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+        return "\"" + text + "\""
+    }
     var out = "\""
     out.reserveCapacity(text.utf8.count + 2)
     for scalar in text.unicodeScalars {
@@ -99,6 +113,24 @@ public func jsonQuoted(_ text: String) -> String {
 
 /// RFC 3339 UTC timestamps with millisecond precision, formatted without locale-dependent APIs.
 public enum RFC3339 {
+    private static let secondCache = Mutex((second: Int64.min, text: ""))
+
+    /// The current time, formatting the `YYYY-MM-DDTHH:MM:SS` part once per second.
+    public static func cachedNow() -> String {
+        let millisTotal = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let second = millisTotal >= 0 ? millisTotal / 1000 : (millisTotal - 999) / 1000
+        let millis = millisTotal - second * 1000
+        let prefix: String = secondCache.withLock { cache in
+            if cache.second != second {
+                let full = string(fromUnixMilliseconds: second * 1000)
+                cache = (second, String(full.dropLast(5)))
+            }
+            return cache.text
+        }
+        let m = String(millis)
+        return prefix + "." + String(repeating: "0", count: 3 - m.count) + m + "Z"
+    }
+
     public static func string(from date: Date) -> String {
         let millisTotal = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
         return string(fromUnixMilliseconds: millisTotal)
@@ -128,5 +160,59 @@ public enum RFC3339 {
             return String(repeating: "0", count: max(0, width - s.count)) + s
         }
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millis, 3))Z"
+    }
+}
+
+/// Log lines are appended to a buffer and written to stderr in batches: at most every 50 ms by a
+/// background thread, at once when 64 KiB are waiting, and on `Logger.flush()`. One write(2) per batch
+/// instead of one per request keeps the access log off the hot path.
+final class StandardErrorBuffer: Sendable {
+    static let shared = StandardErrorBuffer()
+    /// Bytes buffered before a writer flushes inline.
+    static let bufferBytesMax = 65_536
+    /// How long a line may wait in the buffer.
+    static let flushIntervalMilliseconds = 50
+
+    private let pending = Mutex([UInt8]())
+    private let writeLock = Mutex(())
+
+    private init() {
+        let thread = Thread { [self] in
+            while true {
+                usleep(UInt32(Self.flushIntervalMilliseconds * 1_000))
+                flush()
+            }
+        }
+        thread.name = "tender-log-flush"
+        thread.start()
+    }
+
+    func append(_ line: String) {
+        let full = pending.withLock { buffer -> Bool in
+            buffer.append(contentsOf: line.utf8)
+            buffer.append(0x0a)
+            return buffer.count >= Self.bufferBytesMax
+        }
+        if full { flush() }
+    }
+
+    func flush() {
+        // One writer at a time keeps batches in order.
+        writeLock.withLock { _ in
+            let batch = pending.withLock { buffer -> [UInt8] in
+                let out = buffer
+                buffer.removeAll(keepingCapacity: true)
+                return out
+            }
+            guard !batch.isEmpty else { return }
+            batch.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let n = write(2, raw.baseAddress.map { $0 + offset }, raw.count - offset)
+                    if n <= 0 { break }
+                    offset += n
+                }
+            }
+        }
     }
 }

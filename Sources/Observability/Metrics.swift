@@ -58,6 +58,36 @@ public final class MetricsRegistry: Sendable {
         }
     }
 
+    /// Counts one request and records its latency under one lock acquisition (the per-request hot path).
+    /// `counterLabels` and `histogramLabels` are pre-rendered with `MetricsRegistry.renderLabels`.
+    public func recordRequest(counter: String, counterLabels: String, histogram: String, histogramLabels: String,
+                              microseconds: Int64) {
+        state.withLock { s in
+            var series = s.counters[counter, default: [:]]
+            let slot = series[counterLabels] != nil || series.count < Self.labelSetsMax ? counterLabels : "other=\"true\""
+            series[slot, default: 0] += 1
+            s.counters[counter] = series
+            var hs = s.histograms[histogram, default: [:]]
+            let hslot = hs[histogramLabels] != nil || hs.count < Self.labelSetsMax ? histogramLabels : "other=\"true\""
+            var h = hs[hslot] ?? Histogram(buckets: [Int64](repeating: 0, count: Self.latencyBucketsMicroseconds.count))
+            if let first = Self.latencyBucketsMicroseconds.firstIndex(where: { microseconds <= $0 }) {
+                for i in first..<h.buckets.count { h.buckets[i] += 1 }
+            }
+            h.sumMicroseconds += microseconds
+            h.count += 1
+            hs[hslot] = h
+            s.histograms[histogram] = hs
+        }
+    }
+
+    /// Sets the HELP text of a metric.
+    public func describe(_ name: String, help: String) {
+        state.withLock { $0.help[name] = help }
+    }
+
+    /// Renders label pairs as `key="value",…` with values escaped.
+    public static func renderLabels(_ labels: [(String, String)]) -> String { render(labels) }
+
     /// Registers a gauge whose values are read at render time.
     public func registerGauge(_ name: String, read: @escaping @Sendable () -> [(labels: String, value: Int64)]) {
         gauges.withLock { $0[name] = read }
@@ -112,7 +142,11 @@ public final class MetricsRegistry: Sendable {
     }
 
     static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\")
+        // Fast path: label values are almost always plain (route patterns, status codes).
+        if !value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) {
+            return value
+        }
+        return value.replacingOccurrences(of: "\\", with: "\\\\")
             .replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "\n", with: "\\n")
     }

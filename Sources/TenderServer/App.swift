@@ -18,15 +18,15 @@ public final class TenderApp: Sendable {
         self.merchants = MerchantStore(pool: pool)
         self.migrator = Migrator(pool: pool, files: migrations)
         self.metrics = MetricsRegistry()
+        metrics.describe("tender_http_requests_total", help: "HTTP requests by method, route and status.")
+        metrics.describe("tender_http_request_duration_seconds", help: "HTTP request latency by route.")
         self.logger = logger
     }
 
     /// The full route table.
     public func router() -> Router {
         var router = Router()
-        router.add("GET", "/healthz", inline: true) { _ in
-            .json(["status": "ok"])
-        }
+        router.add("GET", "/healthz", inline: true) { _ in Self.healthy }
         router.add("GET", "/readyz") { [self] request in try self.readiness(request) }
         router.add("GET", "/metrics", inline: true) { [self] _ in
             .text(self.metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
@@ -77,10 +77,17 @@ public final class TenderApp: Sendable {
     /// The bearer credential, or nil when the header is absent or not a bearer.
     static func bearerToken(_ request: HTTPRequest) -> String? {
         guard let header = request.headers["Authorization"] else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        return token.isEmpty || token.utf8.count > 512 ? nil : token
+        let utf8 = header.utf8
+        guard utf8.count > 7, utf8.count <= 512 + 7 else { return nil }
+        // "Bearer" (case-insensitive) then one or more spaces then the credential.
+        let scheme = utf8.prefix(6)
+        guard zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
+        let rest = utf8.dropFirst(6)
+        guard rest.first == UInt8(ascii: " ") else { return nil }
+        let token = rest.drop { $0 == UInt8(ascii: " ") }
+        let trimmed = token.reversed().drop { $0 == UInt8(ascii: " ") }.count
+        guard trimmed > 0 else { return nil }
+        return String(decoding: token.prefix(trimmed), as: UTF8.self)
     }
 
     private func readiness(_ request: HTTPRequest) throws -> HTTPResponse {
@@ -104,14 +111,18 @@ public final class TenderApp: Sendable {
         return .json(["status": "ready"])
     }
 
+    /// `/healthz` answers from a prebuilt response: it is probed often and must stay cheap.
+    static let healthy = HTTPResponse.json(["status": "ok"])
+
     /// Access log line and metrics for one finished request (never bodies or auth headers).
     public func record(_ entry: AccessLogEntry) {
         let status = String(entry.status)
-        metrics.increment("tender_http_requests_total",
-                          labels: [("method", entry.method), ("route", entry.routePattern), ("status", status)],
-                          help: "HTTP requests by route and status.")
-        metrics.observe("tender_http_request_duration_seconds", microseconds: entry.durationMicroseconds,
-                        labels: [("route", entry.routePattern)], help: "HTTP request latency.")
+        metrics.recordRequest(
+            counter: "tender_http_requests_total",
+            counterLabels: MetricsRegistry.renderLabels([("method", entry.method), ("route", entry.routePattern), ("status", status)]),
+            histogram: "tender_http_request_duration_seconds",
+            histogramLabels: MetricsRegistry.renderLabels([("route", entry.routePattern)]),
+            microseconds: entry.durationMicroseconds)
         logger.info("request", [
             ("method", entry.method), ("route", entry.routePattern), ("status", status),
             ("duration_us", String(entry.durationMicroseconds)), ("request_id", entry.requestID),

@@ -132,14 +132,18 @@ public struct MerchantStore: Sendable {
     /// The merchant a bearer secret belongs to, or nil. The stored hash is compared in constant time.
     public func authenticate(bearer: String) throws -> Merchant? {
         guard let parsed = APIKeyFormat.parse(bearer) else { return nil }
-        return try pool.withConnection { conn -> Merchant? in
-            guard let row = try conn.query(
-                "SELECT merchant_id, secret_sha256 FROM api_keys WHERE key_id = $1 AND revoked_at IS NULL",
-                [parsed.keyId]).first else { return nil }
-            let stored: [UInt8] = try row.decode("secret_sha256")
-            guard constantTimeEqual(stored, Digest.sha256(parsed.secret)) else { return nil }
-            return try Self.merchant(id: try row.decode("merchant_id"), on: conn)
-        }
+        // One round trip: the key row and its merchant together.
+        guard let row = try pool.query(SQL(idempotent: """
+            SELECT k.secret_sha256, m.merchant_id, m.display_name, array_to_string(m.domains, ',') AS domains,
+                   m.country_code, array_to_string(m.currencies, ',') AS currencies,
+                   array_to_string(m.supported_networks, ',') AS supported_networks,
+                   array_to_string(m.merchant_capabilities, ',') AS merchant_capabilities, m.finance_restricted
+            FROM api_keys k JOIN merchants m ON m.merchant_id = k.merchant_id
+            WHERE k.key_id = $1 AND k.revoked_at IS NULL
+            """), [parsed.keyId]).first else { return nil }
+        let stored: [UInt8] = try row.decode("secret_sha256")
+        guard constantTimeEqual(stored, Digest.sha256(parsed.secret)) else { return nil }
+        return try Self.decodeMerchant(row)
     }
 }
 
@@ -162,13 +166,17 @@ public enum APIKeyFormat {
 
     /// Splits a presented key; nil for anything not in the exact format.
     public static func parse(_ text: String) -> (keyId: String, secret: String)? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 3 + 16 + 1 + 64, text.hasPrefix("tk_") else { return nil }
-        let keyId = String(decoding: utf8[3..<19], as: UTF8.self)
-        guard utf8[19] == UInt8(ascii: "_") else { return nil }
-        let secret = String(decoding: utf8[20...], as: UTF8.self)
-        guard keyId.allSatisfy({ alphabet.contains($0) }),
-              secret.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else { return nil }
-        return (keyId, secret)
+        var text = text
+        return text.withUTF8 { bytes -> (keyId: String, secret: String)? in
+            guard bytes.count == 3 + 16 + 1 + 64, bytes[0] == UInt8(ascii: "t"), bytes[1] == UInt8(ascii: "k"),
+                  bytes[2] == UInt8(ascii: "_"), bytes[19] == UInt8(ascii: "_") else { return nil }
+            for b in bytes[3..<19] where !(isLowerAlpha(b) || isDigit(b)) { return nil }
+            for b in bytes[20...] where !(isDigit(b) || (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "f"))) { return nil }
+            return (String(decoding: UnsafeBufferPointer(rebasing: bytes[3..<19]), as: UTF8.self),
+                    String(decoding: UnsafeBufferPointer(rebasing: bytes[20...]), as: UTF8.self))
+        }
     }
+
+    private static func isLowerAlpha(_ b: UInt8) -> Bool { b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z") }
+    private static func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
 }

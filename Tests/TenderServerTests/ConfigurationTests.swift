@@ -1,3 +1,4 @@
+import HTTPServer
 import Testing
 @testable import TenderServer
 
@@ -137,5 +138,29 @@ import Testing
                                        domains: ["Shop.Test"], countryCode: "US", currencies: ["USD"])
         #expect(m.domains == ["shop.test"])
         #expect(m.merchantCapabilities.contains("supports3DS"))
+    }
+}
+
+@Suite struct BearerTokenTests {
+    func token(_ header: String?) -> String? {
+        var headers = HTTPHeaders()
+        if let header { headers.add("Authorization", header) }
+        return TenderApp.bearerToken(HTTPRequest(method: "GET", path: "/", headers: headers))
+    }
+
+    @Test func acceptsBearerCaseInsensitivelyWithSpaces() {
+        #expect(token("Bearer abc") == "abc")
+        #expect(token("bearer abc") == "abc")
+        #expect(token("BEARER   abc  ") == "abc")
+    }
+
+    @Test func refusesOtherSchemesAndEmptyCredentials() {
+        #expect(token(nil) == nil)
+        #expect(token("Basic abc") == nil)
+        #expect(token("Bearerabc") == nil)
+        #expect(token("Bearer ") == nil)
+        #expect(token("Bearer     ") == nil)
+        #expect(token("Bearer " + String(repeating: "a", count: 513)) == nil)
+        #expect(token("Bearer " + String(repeating: "a", count: 512))?.count == 512)
     }
 }

@@ -20,6 +20,7 @@ public enum TenderCLI {
 
     /// Runs one command line (without the program name) and returns the process exit code.
     public static func run(_ argv: [String], environment: [String: String]) -> Int32 {
+        defer { Logger.flush() }
         guard let command = argv.first else {
             Console.err(usage)
             return ExitCode.usage.rawValue
