@@ -69,6 +69,7 @@ struct ConnectSettings: Sendable {
             PQfinish(handle)
             return .failure(PostgresError(code: .connectionFailed, message: message))
         }
+        tender_pq_silence_notices(handle)
         return .success(handle)
     }
 }
