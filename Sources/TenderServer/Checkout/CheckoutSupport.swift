@@ -152,10 +152,11 @@ struct StrictBody<Value: Decodable>: Decodable {
     }
 }
 
-/// The clock of the shell, as the pure core's `Timestamp`.
+/// The clock of the shell, as the pure core's `Timestamp`, in whole seconds so `expiresAt` reads
+/// `2026-01-31T09:30:00Z` and coupon expiry (Unix seconds) compares like for like.
 enum Clock {
     static func now() -> Timestamp {
-        Timestamp(millisecondsSinceEpoch: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+        Timestamp(unixSeconds: Int64(Date().timeIntervalSince1970.rounded(.down)))
     }
 }
 
