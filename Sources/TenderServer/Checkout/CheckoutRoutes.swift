@@ -1,0 +1,319 @@
+import Crypto
+import Foundation
+import HTTPServer
+import Money
+import PaymentRequest
+import Postgres
+
+/// `POST /v1/checkout-sessions` response and `GET /v1/checkout-sessions/{id}` (CONTRACT §3).
+struct SessionView: Encodable {
+    let id: String
+    let status: String
+    let version: Int
+    /// Only in the creation response (and its idempotent replay): Tender keeps only its SHA-256.
+    let clientSecret: String?
+    let expiresAt: String
+    let totalMinor: Int64
+    let currencyCode: String
+    let paymentRequest: ApplePayPaymentRequest
+}
+
+/// The sheet events a session answers (reference §3.1); raw values are the `event` column's.
+enum CheckoutEvent: String, CaseIterable {
+    case shippingMethod = "shipping_method"
+    case shippingContact = "shipping_contact"
+    case couponCode = "coupon_code"
+    case paymentMethod = "payment_method"
+
+    var pathSuffix: String { rawValue.replacingOccurrences(of: "_", with: "-") }
+}
+
+/// Who is calling a session endpoint.
+enum SessionCaller {
+    /// A merchant's API key: any session of that merchant.
+    case merchant(String)
+    /// A client secret: exactly the session it was issued for.
+    case clientSecret(sha256: [UInt8])
+}
+
+/// The outcome of an update transaction; `expired` commits the status change before the 410.
+enum UpdateOutcome {
+    case updated(body: [UInt8], version: Int)
+    case repeated(storedJSON: String, version: Int)
+    case expired
+}
+
+extension TenderApp {
+    /// Checkout sessions, coupons and tax rates (CONTRACT §3, issue 3).
+    func registerCheckoutRoutes(into router: inout Router) {
+        router.add("POST", "/v1/checkout-sessions", guarded(authenticated { [self] request, merchant in
+            try self.createCheckoutSession(request, merchant: merchant)
+        }))
+        router.add("GET", "/v1/checkout-sessions/{id}", guarded { [self] request in
+            try self.checkoutSession(request)
+        })
+        for event in CheckoutEvent.allCases {
+            router.add("POST", "/v1/checkout-sessions/{id}/\(event.pathSuffix)", guarded { [self] request in
+                try self.updateCheckoutSession(request, event: event)
+            })
+        }
+        registerCouponRoutes(into: &router)
+    }
+
+    // MARK: - Create
+
+    func createCheckoutSession(_ request: HTTPRequest, merchant: Merchant) throws -> HTTPResponse {
+        let key = try Idempotency.key(request)
+        let cart = try StrictBody<Cart>.decode(request.body)
+        let profile = try merchant.profile()
+        let now = Clock.now()
+        return try Idempotency.singlePhase(pool: pool, merchantId: merchant.merchantId, key: key, request: request) { conn in
+            let code = cart.couponCode ?? ""
+            let coupon = code.isEmpty ? nil : try CouponStore.find(merchantId: merchant.merchantId, code: code, on: conn)
+            let taxRules = try TaxRateStore.rules(merchantId: merchant.merchantId, on: conn)
+            let sessionId = CheckoutIdentifiers.newSessionId()
+            let clientSecret = CheckoutIdentifiers.newClientSecret(sessionId: sessionId)
+            let applicationData = CheckoutIdentifiers.newApplicationData()
+            let priced: PricedCheckout
+            do throws(PaymentRequestError) {
+                priced = try CheckoutBuilder.build(cart: cart, merchant: profile, coupon: coupon, taxRules: taxRules,
+                                                   applicationData: applicationData.base64, now: now)
+            } catch {
+                throw CheckoutProblems.unprocessable(error)
+            }
+            try CheckoutStore.insert(CheckoutStore.NewSession(
+                sessionId: sessionId, merchantId: merchant.merchantId, currencyCode: priced.currency.code,
+                totalMinor: priced.totalMinor, expiresAtRFC3339: priced.expiresAt.rfc3339,
+                clientSecretSHA256: Digest.sha256(clientSecret), applicationData: applicationData.base64,
+                applicationDataSHA256Hex: applicationData.sha256Hex,
+                metadataJSON: try Self.jsonText(priced.metadata), checkoutJSON: try Self.jsonText(priced)), on: conn)
+            return .json(SessionView(id: sessionId, status: "open", version: 1, clientSecret: clientSecret,
+                                     expiresAt: priced.expiresAt.rfc3339, totalMinor: priced.totalMinor,
+                                     currencyCode: priced.currency.code, paymentRequest: priced.paymentRequest),
+                         status: 201)
+        }
+    }
+
+    // MARK: - Read
+
+    func checkoutSession(_ request: HTTPRequest) throws -> HTTPResponse {
+        let sessionId = request.pathParameters["id"] ?? ""
+        let caller = try sessionCaller(request, sessionId: sessionId)
+        guard CheckoutIdentifiers.isSessionId(sessionId),
+              let snapshot = try pool.withConnection({ try CheckoutStore.snapshot(sessionId, on: $0) }) else {
+            throw caller.notFound
+        }
+        try caller.authorize(merchantId: snapshot.merchantId, clientSecretSHA256: snapshot.clientSecretSHA256)
+        let checkout = try Self.decodeCheckout(snapshot.checkoutJSON)
+        // An open session past its expiry reads as expired before any update has marked it so.
+        let status = snapshot.status == "open" && snapshot.isPastExpiry ? "expired" : snapshot.status
+        var response = HTTPResponse.json(SessionView(
+            id: snapshot.sessionId, status: status, version: snapshot.version, clientSecret: nil,
+            expiresAt: Timestamp(millisecondsSinceEpoch: snapshot.expiresAtMilliseconds).rfc3339,
+            totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode,
+            paymentRequest: checkout.paymentRequest))
+        response.headers.replaceOrAdd("Cache-Control", "no-store")
+        return response
+    }
+
+    // MARK: - Updates (rules 31–39)
+
+    /// One event: lock the session, refuse if not open (rule 31), recalculate on the latest version,
+    /// store the next version with its input hash and response (rule 39), all in one transaction.
+    ///
+    /// Repeat rule (rule 37): when the latest version was produced by this same event with a
+    /// byte-identical body, the stored response is returned and no version is added, so a retried
+    /// request (a lost response, a double-fired event) answers exactly as the first time.
+    func updateCheckoutSession(_ request: HTTPRequest, event: CheckoutEvent) throws -> HTTPResponse {
+        let sessionId = request.pathParameters["id"] ?? ""
+        let caller = try sessionCaller(request, sessionId: sessionId)
+        guard CheckoutIdentifiers.isSessionId(sessionId) else { throw caller.notFound }
+        let command = try CheckoutCommand.decode(event, body: request.body)
+        let inputHash = Digest.sha256(Array(event.rawValue.utf8) + [0x0a] + request.body)
+        let now = Clock.now()
+
+        let outcome: UpdateOutcome = try pool.transaction { conn in
+            guard let session = try CheckoutStore.lock(sessionId, on: conn) else { throw caller.notFound }
+            try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
+            switch session.status {
+            case "open": break
+            case "expired": throw CheckoutProblems.sessionExpired
+            default: throw CheckoutProblems.sessionNotOpen
+            }
+            if session.isPastExpiry {
+                try CheckoutStore.markExpired(sessionId, on: conn)
+                return .expired
+            }
+            guard let latest = try CheckoutStore.version(sessionId, session.version, on: conn) else {
+                throw TenderError("session_version_missing", "session \(sessionId) has no version \(session.version)")
+            }
+            if latest.event == event.rawValue, latest.inputSHA256 == inputHash, let stored = latest.responseJSON {
+                return .repeated(storedJSON: stored, version: latest.version)
+            }
+            let checkout = try Self.decodeCheckout(latest.checkoutJSON)
+            let (next, body) = try self.recalculate(command, checkout: checkout, merchantId: session.merchantId,
+                                                    now: now, on: conn)
+            let version = session.version + 1
+            try CheckoutStore.append(sessionId: sessionId, version: version, event: event.rawValue,
+                                     totalMinor: next.totalMinor, checkoutJSON: try Self.jsonText(next),
+                                     inputSHA256: inputHash, responseJSON: String(decoding: body, as: UTF8.self),
+                                     on: conn)
+            return .updated(body: body, version: version)
+        }
+
+        let body: [UInt8]
+        let version: Int
+        switch outcome {
+        case .expired:
+            throw CheckoutProblems.sessionExpired
+        case .updated(let bytes, let v):
+            (body, version) = (bytes, v)
+        case .repeated(let stored, let v):
+            // jsonb reorders keys; re-encoding with the shared sorted-keys encoder restores the exact bytes.
+            let value = try JSONCoding.decoder.decode(JSONValue.self, from: Data(stored.utf8))
+            (body, version) = ([UInt8](try JSONCoding.encoder.encode(value)), v)
+        }
+        return HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json"),
+                                                               ("Cache-Control", "no-store"),
+                                                               ("Checkout-Session-Version", String(version))]),
+                            body: body)
+    }
+
+    /// Runs the pure recalculation for one command; shopper-fixable outcomes are in the update's `errors`,
+    /// protocol problems (unknown shipping identifier, rule 32) are 422.
+    func recalculate(_ command: CheckoutCommand, checkout: PricedCheckout, merchantId: String, now: Timestamp,
+                     on conn: PostgresConnection) throws -> (PricedCheckout, [UInt8]) {
+        do {
+            switch command {
+            case .shippingMethod(let identifier):
+                let r = try checkout.selectingShippingMethod(identifier, now: now)
+                return (r.checkout, try Self.jsonBytes(r.update))
+            case .shippingContact(let contact):
+                let r = try checkout.updatingShippingContact(contact, now: now)
+                return (r.checkout, try Self.jsonBytes(r.update))
+            case .couponCode(let code):
+                let coupon = try CouponStore.find(merchantId: merchantId, code: code, on: conn)
+                let r = try checkout.applyingCouponCode(code, coupon: coupon, now: now)
+                return (r.checkout, try Self.jsonBytes(r.update))
+            case .paymentMethod(let method):
+                let r = checkout.updatingPaymentMethod(method)
+                return (r.checkout, try Self.jsonBytes(r.update))
+            }
+        } catch let error as PaymentRequestError {
+            throw CheckoutProblems.unprocessable(error)
+        }
+    }
+
+    // MARK: - Auth
+
+    /// A client secret (only for its own session) or an API key; anything else is 401.
+    func sessionCaller(_ request: HTTPRequest, sessionId: String) throws -> SessionCaller {
+        guard let bearer = Self.bearerToken(request) else { throw Problems.unauthorized }
+        if let secretSessionId = CheckoutIdentifiers.sessionId(ofClientSecret: bearer) {
+            guard secretSessionId == sessionId else { throw Problems.unauthorized }
+            return .clientSecret(sha256: Digest.sha256(bearer))
+        }
+        guard let merchant = try merchants.authenticate(bearer: bearer) else { throw Problems.unauthorized }
+        return .merchant(merchant.merchantId)
+    }
+
+    // MARK: - JSON helpers
+
+    static func jsonBytes<T: Encodable>(_ value: T) throws -> [UInt8] {
+        [UInt8](try JSONCoding.encoder.encode(value))
+    }
+
+    static func jsonText<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try jsonBytes(value), as: UTF8.self)
+    }
+
+    static func decodeCheckout(_ json: String) throws -> PricedCheckout {
+        try JSONCoding.decoder.decode(PricedCheckout.self, from: Data(json.utf8))
+    }
+}
+
+extension SessionCaller {
+    /// What a missing session looks like to this caller: 404 for a merchant (never 403, which would
+    /// reveal another merchant's session), 401 for a client secret that names no session.
+    var notFound: HTTPProblem {
+        switch self {
+        case .merchant: return CheckoutProblems.sessionNotFound
+        case .clientSecret: return Problems.unauthorized
+        }
+    }
+
+    /// Another merchant's session is 404; a client secret must hash to the stored one (constant time).
+    func authorize(merchantId: String, clientSecretSHA256: [UInt8]) throws(HTTPProblem) {
+        switch self {
+        case .merchant(let own):
+            guard own == merchantId else { throw CheckoutProblems.sessionNotFound }
+        case .clientSecret(let presented):
+            guard constantTimeEqual(presented, clientSecretSHA256) else { throw Problems.unauthorized }
+        }
+    }
+}
+
+/// A validated update request (CONTRACT §3 bodies). The outer object is Tender's and strict; the
+/// objects inside come from Apple Pay JS and are read leniently, their amounts ignored.
+enum CheckoutCommand {
+    case shippingMethod(identifier: String)
+    case shippingContact(ApplePayPaymentContact)
+    case couponCode(String)
+    case paymentMethod(ApplePayPaymentMethod)
+
+    static func decode(_ event: CheckoutEvent, body: [UInt8]) throws(HTTPProblem) -> CheckoutCommand {
+        switch event {
+        case .shippingMethod:
+            return .shippingMethod(identifier: try StrictBody<ShippingMethodBody>.decode(body).shippingMethod.identifier)
+        case .shippingContact:
+            return .shippingContact(try StrictBody<ShippingContactBody>.decode(body).shippingContact)
+        case .couponCode:
+            return .couponCode(try StrictBody<CouponCodeBody>.decode(body).couponCode)
+        case .paymentMethod:
+            return .paymentMethod(try StrictBody<PaymentMethodBody>.decode(body).paymentMethod)
+        }
+    }
+}
+
+/// `{"shippingMethod": {"identifier": "…", …Apple's other members ignored}}`.
+struct ShippingMethodBody: Decodable {
+    struct Selected: Decodable { let identifier: String }
+    let shippingMethod: Selected
+    enum CodingKeys: String, CodingKey { case shippingMethod }
+    init(from decoder: any Decoder) throws {
+        try KeySchema.object(["shippingMethod": .open]).refuseUnknownFields(decoder)
+        shippingMethod = try decoder.container(keyedBy: CodingKeys.self).decode(Selected.self, forKey: .shippingMethod)
+    }
+}
+
+/// `{"shippingContact": {…ApplePayPaymentContact, possibly redacted…}}`.
+struct ShippingContactBody: Decodable {
+    let shippingContact: ApplePayPaymentContact
+    enum CodingKeys: String, CodingKey { case shippingContact }
+    init(from decoder: any Decoder) throws {
+        try KeySchema.object(["shippingContact": .open]).refuseUnknownFields(decoder)
+        shippingContact = try decoder.container(keyedBy: CodingKeys.self)
+            .decode(ApplePayPaymentContact.self, forKey: .shippingContact)
+    }
+}
+
+/// `{"couponCode": "SAVE10"}`; `""` removes the coupon.
+struct CouponCodeBody: Decodable {
+    let couponCode: String
+    enum CodingKeys: String, CodingKey { case couponCode }
+    init(from decoder: any Decoder) throws {
+        try KeySchema.object(["couponCode": .leaf]).refuseUnknownFields(decoder)
+        couponCode = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .couponCode)
+    }
+}
+
+/// `{"paymentMethod": {…ApplePayPaymentMethod…}}`.
+struct PaymentMethodBody: Decodable {
+    let paymentMethod: ApplePayPaymentMethod
+    enum CodingKeys: String, CodingKey { case paymentMethod }
+    init(from decoder: any Decoder) throws {
+        try KeySchema.object(["paymentMethod": .open]).refuseUnknownFields(decoder)
+        paymentMethod = try decoder.container(keyedBy: CodingKeys.self)
+            .decode(ApplePayPaymentMethod.self, forKey: .paymentMethod)
+    }
+}
