@@ -11,6 +11,8 @@ public final class TenderApp: Sendable {
     public let migrator: Migrator
     public let metrics: MetricsRegistry
     public let logger: Logger
+    /// Apple Pay token verification and decryption with the merchants' stored keys.
+    public let tokens: TokenService
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -19,6 +21,9 @@ public final class TenderApp: Sendable {
         self.migrator = Migrator(pool: pool, files: migrations)
         self.metrics = MetricsRegistry()
         self.logger = logger
+        self.tokens = TokenService(configuration: configuration, keyStore: KeyStore(
+            pool: pool, masterKeyFile: configuration.masterKeyFile,
+            onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
     }
 
     /// The full route table.
