@@ -9,12 +9,13 @@ ifeq ($(CI),true)
 SWIFT_FLAGS += -Xswiftc -warnings-as-errors
 endif
 
-.PHONY: deps build release run test bench db-start db-stop clean help
+.PHONY: deps build release run test fuzz bench db-start db-stop clean help
 
 help:
 	@echo "make run    install, build, start local PostgreSQL, migrate, serve on 127.0.0.1:8080"
 	@echo "make test   install, build, run every test against a real PostgreSQL"
 	@echo "make bench  print benchmark figures"
+	@echo "make fuzz   fuzz token/CMS parsing with libFuzzer (FUZZ_SECONDS, default 600)"
 	@echo "make db-stop  stop the local PostgreSQL cluster"
 
 deps:
@@ -41,6 +42,9 @@ run: release
 	fi
 	.build/release/tender migrate
 	.build/release/tender sandbox bootstrap
+	# Development only: trust the sandbox Apple stand-in that bootstrap wrote (production never does
+	# unless TENDER_APPLE_ROOTS is set); an operator's own TENDER_APPLE_ROOTS wins.
+	export TENDER_APPLE_ROOTS="$${TENDER_APPLE_ROOTS:-$$TENDER_DATA_DIR/sandbox/root.pem}"
 	.build/release/tender serve
 
 test: deps
@@ -61,6 +65,11 @@ test: deps
 	if [ -n "$${restart:-}" ]; then
 	  TENDER_TEST_PG_RESTART="$$restart" swift test --skip-build --filter poolAndListenerSurviveADatabaseRestart
 	fi
+	# A short libFuzzer run over token/CMS/X.509 parsing after the tests (`make fuzz` runs longer).
+	scripts/fuzz.sh $${FUZZ_TEST_SECONDS:-20}
+
+fuzz: deps
+	scripts/fuzz.sh $${FUZZ_SECONDS:-600}
 
 bench: release
 	@scripts/bench.sh

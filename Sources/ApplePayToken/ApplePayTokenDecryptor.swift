@@ -7,6 +7,12 @@ public struct DecryptedPaymentToken: Sendable {
     public let token: VerifiedPaymentToken
     /// The decrypted, masked-by-default payload.
     public let paymentData: DecryptedPaymentData
+
+    /// Pairs a verified token with its payload (each built only by the verifier and the decryptor).
+    public init(token: VerifiedPaymentToken, paymentData: DecryptedPaymentData) {
+        self.token = token
+        self.paymentData = paymentData
+    }
 }
 
 /// The one-call facade: parse within limits, verify every rule in order, then decrypt.

@@ -17,6 +17,10 @@ public struct TokenError: Error, Equatable, Sendable, CustomStringConvertible {
         case tokenExpired = "token_expired"
         case signingTimeInFuture = "signing_time_in_future"
         case unknownMerchantKey = "unknown_merchant_key"
+        /// The token names a key the merchant has retired; retired keys never decrypt.
+        case merchantKeyRetired = "merchant_key_retired"
+        /// The merchant's keys could not be loaded (database unavailable); transient, retry later.
+        case merchantKeysUnavailable = "merchant_keys_unavailable"
         case merchantKeyInvalid = "merchant_key_invalid"
         case merchantIdMissing = "merchant_id_missing"
         case decryptionFailed = "decryption_failed"

@@ -11,6 +11,8 @@ public final class TenderApp: Sendable {
     public let migrator: Migrator
     public let metrics: MetricsRegistry
     public let logger: Logger
+    /// Apple Pay token verification and decryption with the merchants' stored keys.
+    public let tokens: TokenService
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -21,6 +23,9 @@ public final class TenderApp: Sendable {
         metrics.describe("tender_http_requests_total", help: "HTTP requests by method, route and status.")
         metrics.describe("tender_http_request_duration_seconds", help: "HTTP request latency by route.")
         self.logger = logger
+        self.tokens = TokenService(configuration: configuration, keyStore: KeyStore(
+            pool: pool, masterKeyFile: configuration.masterKeyFile,
+            onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
     }
 
     /// The full route table.

@@ -42,6 +42,7 @@ enum ServeCommand {
         guard status.pending.isEmpty else {
             throw MigrationError(code: .pending, detail: "\(status.pending.count) pending; run `tender migrate` first")
         }
+        try app.tokens.prepare()
         if configuration.appleRootsFiles != nil {
             logger.warning("TENDER_APPLE_ROOTS is set: tokens are trusted from roots other than Apple Root CA - G3")
         }

@@ -1,3 +1,4 @@
+import ApplePayToken
 import Foundation
 import Observability
 import Postgres
@@ -12,7 +13,10 @@ public enum TenderCLI {
           migrate               apply pending migrations/*.sql
           merchants add         register a merchant
           api-keys create       print a new secret API key for a merchant (shown once)
+          keys import|list|retire   merchant Apple Pay keys (sealed at rest; rotation)
+          token decrypt         offline verify + decrypt of one Apple Pay token, for debugging
           sandbox bootstrap     create the sandbox merchant and print its API key the first time
+          sandbox init|token    a local stand-in for Apple: test CA files, minted EC_v1 tokens
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -39,6 +43,12 @@ public enum TenderCLI {
                 return try MerchantCommands.run(rest, environment: environment).rawValue
             case "api-keys":
                 return try APIKeyCommands.run(rest, environment: environment).rawValue
+            case "keys":
+                return try KeysCommands.run(rest, environment: environment).rawValue
+            case "token":
+                return try TokenCommands.run(rest, environment: environment).rawValue
+            case "bench":
+                return try BenchCommands.run(rest, environment: environment).rawValue
             case "sandbox":
                 return try SandboxCommands.run(rest, environment: environment).rawValue
             default:
@@ -53,6 +63,9 @@ public enum TenderCLI {
             return ExitCode.configuration.rawValue
         } catch let error as TenderError {
             Console.err("tender \(command): error \(error.code): \(error.detail)")
+            return ExitCode.failure.rawValue
+        } catch let error as TokenError {
+            Console.err("tender \(command): error \(error.code.rawValue): \(error.detail)")
             return ExitCode.failure.rawValue
         } catch let error as MigrationError {
             Console.err("tender \(command): error \(error.code.rawValue): \(error.detail)")
@@ -165,31 +178,41 @@ enum SandboxCommands {
     static let sandboxMerchantId = "merchant.dev.tender.sandbox"
     static let help = """
         usage: tender sandbox bootstrap
-        Creates the sandbox merchant (\(sandboxMerchantId)) and prints an API key the first time;
-        later runs print nothing new (create more keys with `tender api-keys create`).
+               tender sandbox init --dir DIR [--merchant-id ID]          (see tender sandbox init --help)
+               tender sandbox token --dir DIR …                          (see tender sandbox token --help)
+        bootstrap creates the sandbox merchant (\(sandboxMerchantId)) and prints an API key the first time
+        (later runs print nothing new; more keys: `tender api-keys create`). It also writes a sandbox Apple
+        stand-in to $TENDER_DATA_DIR/sandbox and imports its processing key for the sandbox merchant, once,
+        so tokens from `tender sandbox token --dir $TENDER_DATA_DIR/sandbox` decrypt when the server runs
+        with TENDER_APPLE_ROOTS=$TENDER_DATA_DIR/sandbox/root.pem (as `make run` does).
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
-        let args = try Arguments(Array(argv.dropFirst()), options: [])
-        if args.wantsHelp { Console.out(help); return .success }
-        try args.expectPositionals(0)
         switch sub {
+        case "init":
+            return try runInit(Array(argv.dropFirst()))
+        case "token":
+            return try runToken(Array(argv.dropFirst()), environment: environment)
         case "bootstrap":
-            let (_, pool) = try TenderCLI.openDatabase(environment)
+            let args = try Arguments(Array(argv.dropFirst()), options: [])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let (configuration, pool) = try TenderCLI.openDatabase(environment)
             defer { pool.close() }
             let store = MerchantStore(pool: pool)
             if try store.merchant(id: sandboxMerchantId) != nil {
                 Console.err("tender: sandbox merchant \(sandboxMerchantId) exists; its API key was printed when it was created (new key: tender api-keys create --merchant-id \(sandboxMerchantId))")
-                return .success
+            } else {
+                let merchant = try Merchant.validated(
+                    merchantId: sandboxMerchantId, displayName: "Tender Sandbox", domains: ["localhost"],
+                    countryCode: "US", currencies: ["USD", "EUR", "JPY", "KWD"])
+                try store.add(merchant)
+                let key = try store.createAPIKey(merchantId: sandboxMerchantId)
+                Console.out("tender: sandbox merchant \(sandboxMerchantId) created")
+                Console.out("tender: sandbox API key (shown once): \(key.secret)")
             }
-            let merchant = try Merchant.validated(
-                merchantId: sandboxMerchantId, displayName: "Tender Sandbox", domains: ["localhost"],
-                countryCode: "US", currencies: ["USD", "EUR", "JPY", "KWD"])
-            try store.add(merchant)
-            let key = try store.createAPIKey(merchantId: sandboxMerchantId)
-            Console.out("tender: sandbox merchant \(sandboxMerchantId) created")
-            Console.out("tender: sandbox API key (shown once): \(key.secret)")
+            try bootstrapSandboxKeys(configuration: configuration, pool: pool)
             return .success
         default:
             throw UsageError(message: "unknown subcommand \(sub)")

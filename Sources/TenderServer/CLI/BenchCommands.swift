@@ -1,0 +1,58 @@
+import ApplePayToken
+import Crypto
+import Foundation
+
+/// `tender bench tokens` (hidden from usage; run by scripts/bench-tokens.sh): tokens per second on
+/// one core for decryption alone, full verification with the chain cache, and without it.
+enum BenchCommands {
+    static let help = """
+        usage: tender bench tokens [--seconds N]
+        Prints Apple Pay token throughput on one thread: decrypt only, full verification with the
+        verified-chain cache, and full verification without it (sandbox-minted EC_v1 tokens).
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        guard sub == "tokens" else { throw UsageError(message: "unknown subcommand \(sub)") }
+        let args = try Arguments(Array(argv.dropFirst()), options: ["seconds"])
+        if args.wantsHelp { Console.out(help); return .success }
+        guard let seconds = Double(args.value("seconds") ?? "2"), seconds > 0, seconds <= 60 else {
+            throw UsageError(message: "--seconds must be in 0...60")
+        }
+        let now = Date()
+        let authority = try SandboxAuthority.create(validFrom: now.addingTimeInterval(-86_400))
+        let merchant = try authority.makeMerchantKey(merchantIdentifier: SandboxCommands.sandboxMerchantId,
+                                                     validFrom: now.addingTimeInterval(-86_400))
+        let token = try authority.mintToken(
+            SandboxTokenRequest(amountMinor: 1498, currencyCodeNumeric: "840", applicationData: Array("bench".utf8), signingTime: now),
+            for: merchant)
+        let roots = [authority.root]
+        let cached = ApplePayTokenDecryptor(trustedRoots: roots, merchantKeys: [merchant], tokenAgeMaxSeconds: 3_600)
+        let uncached = ApplePayTokenDecryptor(trustedRoots: roots, merchantKeys: [merchant], tokenAgeMaxSeconds: 3_600,
+                                              chainCacheEntriesMax: 0)
+        let verified = try cached.verify(token, now: now)
+
+        let decryptOnly = try measure(seconds) { _ = try cached.decryptor.decrypt(verified) }
+        let withCache = try measure(seconds) { _ = try cached.verifyAndDecrypt(token, now: now) }
+        let withoutCache = try measure(seconds) { _ = try uncached.verifyAndDecrypt(token, now: now) }
+        Console.out(String(format: "tokens_per_second decrypt_only %.0f", decryptOnly))
+        Console.out(String(format: "tokens_per_second full_verification_chain_cache %.0f", withCache))
+        Console.out(String(format: "tokens_per_second full_verification_no_cache %.0f", withoutCache))
+        return .success
+    }
+
+    /// Runs `body` repeatedly for about `seconds` and returns calls per second.
+    static func measure(_ seconds: Double, _ body: () throws -> Void) throws -> Double {
+        for _ in 0..<50 { try body() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        var calls = 0
+        while true {
+            for _ in 0..<100 { try body() }
+            calls += 100
+            let elapsed = start.duration(to: clock.now)
+            let secondsElapsed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            if secondsElapsed >= seconds { return Double(calls) / secondsElapsed }
+        }
+    }
+}

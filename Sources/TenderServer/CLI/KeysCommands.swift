@@ -1,0 +1,106 @@
+import Foundation
+import Postgres
+
+/// `tender keys import|list|retire` (CONTRACT §1): merchant Apple Pay keys, sealed at rest.
+enum KeysCommands {
+    static let help = """
+        usage: tender keys import --merchant-id ID --certificate FILE --private-key FILE [--kind processing|identity]
+               tender keys list [--merchant-id ID]
+               tender keys retire --public-key-hash H | --key-id ID
+
+        import  stores an Apple Pay payment-processing certificate + key (default) or the merchant-identity
+                certificate + key (mutual TLS for merchant validation; replaces the previous one). The key may
+                be PEM (SEC1, PKCS#8, after EC PARAMETERS or .p12 "Bag Attributes") or bare base64 DER; it is
+                sealed with the master key (TENDER_MASTER_KEY_FILE) before it reaches the database.
+                Prints {"publicKeyHash": …} for processing keys, {"keyId": …} for identity keys.
+        list    prints the stored keys as JSON; never any key material.
+        retire  stops a key from ever decrypting again. Several processing keys may be active at once:
+                import the new one, wait for tokens for the old one to drain, then retire it.
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        switch sub {
+        case "import":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "certificate", "private-key", "kind"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let merchantId = try args.required("merchant-id")
+            let kindText = args.value("kind") ?? MerchantKeyKind.processing.rawValue
+            guard let kind = MerchantKeyKind(rawValue: kindText) else { throw UsageError(message: "--kind must be processing or identity") }
+            let certificate = try readSmallFile(try args.required("certificate"), flag: "certificate")
+            let key = try readSmallFile(try args.required("private-key"), flag: "private-key")
+            let (store, pool) = try openKeyStore(environment)
+            defer { pool.close() }
+            let info = try store.importKey(merchantId: merchantId, certificatePEM: certificate, privateKey: key, kind: kind)
+            if let hash = info.publicKeyHash {
+                struct Output: Encodable { let publicKeyHash: String; let keyId: String; let merchantId: String; let certificateNotAfter: Date }
+                KeysCommands.printJSON(Output(publicKeyHash: hash, keyId: info.keyId, merchantId: info.merchantId, certificateNotAfter: info.certificateNotAfter))
+            } else {
+                struct Output: Encodable { let keyId: String; let merchantId: String; let kind: String; let certificateNotAfter: Date }
+                KeysCommands.printJSON(Output(keyId: info.keyId, merchantId: info.merchantId, kind: info.kind.rawValue, certificateNotAfter: info.certificateNotAfter))
+            }
+            return .success
+        case "list":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            // Listing needs no master key: nothing sealed is read.
+            let store = KeyStore(pool: pool, masterKeyFile: "")
+            struct Output: Encodable { let keys: [StoredKeyInfo] }
+            KeysCommands.printJSON(Output(keys: try store.list(merchantId: args.value("merchant-id"))))
+            return .success
+        case "retire":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["public-key-hash", "key-id"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let hash = args.value("public-key-hash"), keyId = args.value("key-id")
+            guard (hash == nil) != (keyId == nil) else { throw UsageError(message: "give exactly one of --public-key-hash and --key-id") }
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            let store = KeyStore(pool: pool, masterKeyFile: "")
+            let info = try hash.map { try store.retire(publicKeyHash: $0) } ?? store.retire(keyId: keyId ?? "")
+            KeysCommands.printJSON(info)
+            return .success
+        default:
+            throw UsageError(message: "unknown subcommand \(sub)")
+        }
+    }
+
+    /// A store whose master key comes from TENDER_MASTER_KEY_FILE (created with a notice when missing).
+    static func openKeyStore(_ environment: [String: String]) throws -> (KeyStore, PostgresPool) {
+        let (configuration, pool) = try TenderCLI.openDatabase(environment)
+        let store = KeyStore(pool: pool, masterKeyFile: configuration.masterKeyFile,
+                             onCreate: { Console.err("tender: created a new master key at \($0) (mode 0600); back it up") })
+        do { _ = try store.masterKey() } catch {
+            pool.close()
+            throw error
+        }
+        return (store, pool)
+    }
+
+    /// Pretty, key-sorted JSON with RFC 3339 dates (CONTRACT §3 times).
+    static func printJSON<T: Encodable>(_ value: T) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        if let data = try? encoder.encode(value) { Console.out(String(decoding: data, as: UTF8.self)) }
+    }
+
+    /// Reads a certificate, key or token file, bounded (`file_unreadable` / `file_too_large`).
+    static func readSmallFile(_ path: String, flag: String) throws(TenderError) -> String {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+              let size = attributes[.size] as? NSNumber else {
+            throw TenderError("file_unreadable", "--\(flag): cannot read \(path)")
+        }
+        guard size.intValue <= KeyStoreLimits.fileBytesMax else {
+            throw TenderError("file_too_large", "--\(flag): \(path) is larger than \(KeyStoreLimits.fileBytesMax) bytes")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw TenderError("file_unreadable", "--\(flag): cannot read \(path)")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

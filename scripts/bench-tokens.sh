@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Apple Pay token throughput on one core (issue "Benchmark"): decrypt only, full verification with the
+# verified-chain cache, and without it; beside OpenSSL's own P-256 figures and the limit
+# 1 / (one ECDH + one ECDSA verify). Prints figures; never fails on a stopwatch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${BENCH_TOKEN_SECONDS:-3}"
+bin=.build/release/tender
+[ -x "$bin" ] || swift build -c release >/dev/null
+out=$(taskset -c 0 "$bin" bench tokens --seconds "$seconds" 2>/dev/null || "$bin" bench tokens --seconds "$seconds")
+speed=$(taskset -c 0 openssl speed -seconds "$seconds" ecdhp256 ecdsap256 2>/dev/null || openssl speed -seconds "$seconds" ecdhp256 ecdsap256 2>/dev/null)
+decrypt=$(awk '/decrypt_only/ {print $3}' <<<"$out")
+cached=$(awk '/full_verification_chain_cache/ {print $3}' <<<"$out")
+uncached=$(awk '/full_verification_no_cache/ {print $3}' <<<"$out")
+# openssl speed: "256 bits ecdh (nistp256) <time> <op/s>"; "256 bits ecdsa (nistp256) <sign s> <verify s> <sign/s> <verify/s>".
+ecdh=$(awk '/ecdh \(nistp256\)/ {print $NF; exit}' <<<"$speed")
+verify=$(awk '/ecdsa \(nistp256\)/ {print $NF; exit}' <<<"$speed")
+python3 - "$decrypt" "$cached" "$uncached" "$ecdh" "$verify" <<'PY'
+import sys
+decrypt, cached, uncached, ecdh, verify = (float(x) for x in sys.argv[1:])
+limit = 1 / (1 / ecdh + 1 / verify)
+print()
+print(f"{'Apple Pay tokens, one core':<48} {'tokens/s':>10}")
+print(f"{'decrypt only (ECDH + KDF + AES-GCM + parse)':<48} {decrypt:>10.0f}")
+print(f"{'full verification, chain cache':<48} {cached:>10.0f}   (goal >= 4000)")
+print(f"{'full verification, no chain cache':<48} {uncached:>10.0f}")
+print(f"{'openssl speed ecdhp256 (op/s)':<48} {ecdh:>10.0f}")
+print(f"{'openssl speed ecdsap256 verify (op/s)':<48} {verify:>10.0f}")
+print(f"{'limit 1/(ECDH + verify)':<48} {limit:>10.0f}")
+print(f"full verification with cache / limit: {100 * cached / limit:.0f}% (goal >= 75%)")
+PY
