@@ -73,6 +73,10 @@ func runTender(_ arguments: [String], environment extra: [String: String]) throw
     process.executableURL = URL(fileURLWithPath: TestEnvironment.tenderBinary)
     process.arguments = arguments
     var env = ProcessInfo.processInfo.environment
+    // Each run gets its own data directory (master key, sandbox files) unless the test names one,
+    // so tests never write into the checkout's .tender/ that `make run` uses.
+    env["TENDER_DATA_DIR"] = FileManager.default.temporaryDirectory
+        .appendingPathComponent("tender-cli-\(UUID().uuidString)").path
     for (k, v) in extra { env[k] = v }
     process.environment = env
     let out = Pipe()
