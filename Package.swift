@@ -41,7 +41,7 @@ let package = Package(
         // Shell: routes, auth, stores, configuration, CLI commands.
         .target(name: "TenderServer",
                 dependencies: ["Postgres", "HTTPServer", "Crypto", "Money", "PaymentRequest",
-                               "ApplePayToken", "Observability"],
+                               "ApplePayToken", "Observability", "FinanceStore"],
                 swiftSettings: strict),
         .executableTarget(name: "tender", dependencies: ["TenderServer"], swiftSettings: strict),
 
@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "FinanceStoreTests", dependencies: ["FinanceStore", "Money"]),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Money"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
-        .testTarget(name: "TenderServerTests", dependencies: ["TenderServer", "Postgres", "HTTPServer", "Crypto", "Money"]),
+        .testTarget(name: "TenderServerTests", dependencies: ["TenderServer", "Postgres", "HTTPServer", "Crypto", "Money", "FinanceStore"]),
     ],
     swiftLanguageModes: [.v6]
 )
