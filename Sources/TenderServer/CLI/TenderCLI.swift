@@ -13,6 +13,7 @@ public enum TenderCLI {
           merchants add         register a merchant
           api-keys create       print a new secret API key for a merchant (shown once)
           sandbox bootstrap     create the sandbox merchant and print its API key the first time
+          finance-bench         print the finance feed's catch-up and live-latency figures
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -40,6 +41,7 @@ public enum TenderCLI {
                 return try APIKeyCommands.run(rest, environment: environment).rawValue
             case "sandbox":
                 return try SandboxCommands.run(rest, environment: environment).rawValue
+            case "finance-bench": return try FinanceBenchCommand.run(rest, environment: environment).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue
