@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// A real server on a fresh database with its own master key file, for the finance tests.
-final class FinanceTestServer {
+final class FinanceTestServer: Sendable {
     let app: TenderApp
     let server: HTTPServer
     let pool: PostgresPool
