@@ -139,16 +139,17 @@ CREATE INDEX finance_transaction_date ON finance_transaction (merchant_id, trans
 CREATE INDEX finance_transaction_account ON finance_transaction (merchant_id, account_id, transaction_date DESC, id);
 CREATE INDEX finance_transaction_posting ON finance_transaction (merchant_id, posting_key);
 
--- Current FinanceKit JSON of every entity per history scope (ChangeFeedSQL): accounts (scope_id NULL),
--- and each account's balances and transactions (scope_id = account id).
+-- Current FinanceKit JSON of every entity per history scope (ChangeFeedSQL): accounts (scope_id = the nil
+-- UUID, so the feed's scope condition is a plain equality the index serves), and each account's balances
+-- and transactions (scope_id = account id).
 CREATE TABLE finance_entity (
     merchant_id  text NOT NULL,
     scope_kind   text NOT NULL CHECK (scope_kind IN ('accounts', 'account_balances', 'transactions')),
-    scope_id     uuid,
+    scope_id     uuid NOT NULL,
     entity_id    uuid NOT NULL,
     payload      jsonb NOT NULL,
     PRIMARY KEY (merchant_id, scope_kind, entity_id),
-    CHECK ((scope_kind = 'accounts') = (scope_id IS NULL))
+    CHECK ((scope_kind = 'accounts') = (scope_id = '00000000-0000-0000-0000-000000000000'))
 );
 
 -- The change log: one row per change, written in the domain change's transaction (transactional
@@ -156,7 +157,7 @@ CREATE TABLE finance_entity (
 CREATE TABLE finance_change (
     merchant_id  text NOT NULL,
     scope_kind   text NOT NULL CHECK (scope_kind IN ('accounts', 'account_balances', 'transactions')),
-    scope_id     uuid,
+    scope_id     uuid NOT NULL,
     epoch        integer NOT NULL,
     xid          xid8 NOT NULL DEFAULT pg_current_xact_id(),
     seq          bigint GENERATED ALWAYS AS IDENTITY,

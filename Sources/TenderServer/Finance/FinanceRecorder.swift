@@ -292,12 +292,12 @@ private struct FinanceWrite {
         _ = try conn.execute("""
             WITH entity AS (
                 INSERT INTO finance_entity (merchant_id, scope_kind, scope_id, entity_id, payload)
-                VALUES ($1, $2, $3::uuid, $4::uuid, $5::jsonb)
+                VALUES ($1, $2, COALESCE($3::uuid, '00000000-0000-0000-0000-000000000000'), $4::uuid, $5::jsonb)
                 ON CONFLICT (merchant_id, scope_kind, entity_id)
                 DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
                 RETURNING 1)
             INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
-            SELECT $1, $2, $3::uuid, $6, $7, $4::uuid FROM entity
+            SELECT $1, $2, COALESCE($3::uuid, '00000000-0000-0000-0000-000000000000'), $6, $7, $4::uuid FROM entity
             """, [merchantId, scopeKind, scopeID?.description, entityID.description, payload, Int(epoch), op.rawValue])
     }
 
