@@ -86,3 +86,4 @@ print(f"server CPU per /v1/merchant:      {1e6*(t2-t1)/hz/(db*dur):.1f} us")
 PY
 scripts/bench-checkout.sh "$port" "$key" "$serve_pid" "$out" "$duration"
 scripts/bench-tokens.sh
+scripts/bench-finance.sh

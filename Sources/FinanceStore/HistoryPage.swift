@@ -41,17 +41,19 @@
 /// `writeTransactionMaxSeconds`, read on the primary, alert on feed lag (a long transaction anywhere
 /// in the cluster holds the horizon back).
 public enum ChangeFeedSQL {
-    /// One page: `$1` merchant, `$2` scope kind, `$3` scope id (NULL for accounts), `$4` epoch,
+    /// One page: `$1` merchant, `$2` scope kind, `$3` scope id (NULL for accounts, stored as the nil
+    /// UUID so that every condition is a plain equality the feed index serves), `$4` epoch,
     /// `$5` xid (text, cast to xid8), `$6` seq, `$7` page size + 1. Every row also carries the horizon.
     public static let readPage = """
         SELECT c.xid::text, c.seq, c.op, c.entity_id, e.payload::text, h.horizon::text
           FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
           JOIN finance_change c
-            ON c.merchant_id = $1 AND c.scope_kind = $2 AND c.scope_id IS NOT DISTINCT FROM $3
+            ON c.merchant_id = $1 AND c.scope_kind = $2
+           AND c.scope_id = COALESCE($3::uuid, '00000000-0000-0000-0000-000000000000')
            AND c.epoch = $4 AND (c.xid, c.seq) > ($5::xid8, $6) AND c.xid < h.horizon
           LEFT JOIN finance_entity e
             ON e.merchant_id = c.merchant_id AND e.scope_kind = c.scope_kind AND e.entity_id = c.entity_id
-           AND e.scope_id IS NOT DISTINCT FROM c.scope_id
+           AND e.scope_id = c.scope_id
          ORDER BY c.xid, c.seq
          LIMIT $7
         """

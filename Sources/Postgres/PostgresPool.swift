@@ -38,7 +38,8 @@ public final class PostgresPool: Sendable {
     /// Longest wait honoured (one day), so a huge configured timeout cannot overflow the deadline.
     static let timeoutMillisecondsMax = 86_400_000
 
-    private let configuration: PostgresConfiguration
+    /// The configuration the pool was made with (a `PostgresListener` for the same database reuses it).
+    public let configuration: PostgresConfiguration
     private let settings: Result<ConnectSettings, PostgresError>
     private let state = Mutex(State())
 

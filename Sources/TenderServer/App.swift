@@ -13,6 +13,8 @@ public final class TenderApp: Sendable {
     public let logger: Logger
     /// Apple Pay token verification and decryption with the merchants' stored keys.
     public let tokens: TokenService
+    /// The finance store's token codec and monitoring hub (started on first subscriber).
+    public let finance: FinanceFeature
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -26,6 +28,7 @@ public final class TenderApp: Sendable {
         self.tokens = TokenService(configuration: configuration, keyStore: KeyStore(
             pool: pool, masterKeyFile: configuration.masterKeyFile,
             onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
+        self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
     }
 
     /// The full route table.
@@ -41,6 +44,7 @@ public final class TenderApp: Sendable {
         }))
         // Each feature registers its routes from its own file (TenderServer/<Feature>/…Routes.swift).
         registerCheckoutRoutes(into: &router)
+        registerFinanceRoutes(into: &router)
         return router
     }
 

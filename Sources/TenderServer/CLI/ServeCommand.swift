@@ -57,6 +57,7 @@ enum ServeCommand {
         sigwait(&signals, &received)
         logger.info("shutting down", [("signal", received == SIGTERM ? "SIGTERM" : "SIGINT")])
         let drained = server.shutdown(drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds)
+        app.finance.stop()
         pool.close()
         logger.info("stopped", [("drained", drained ? "true" : "false")])
         return .success

@@ -17,6 +17,7 @@ public enum TenderCLI {
           token decrypt         offline verify + decrypt of one Apple Pay token, for debugging
           sandbox bootstrap     create the sandbox merchant and print its API key the first time
           sandbox init|token    a local stand-in for Apple: test CA files, minted EC_v1 tokens
+          finance-bench         print the finance feed's catch-up and live-latency figures
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -51,6 +52,7 @@ public enum TenderCLI {
                 return try BenchCommands.run(rest, environment: environment).rawValue
             case "sandbox":
                 return try SandboxCommands.run(rest, environment: environment).rawValue
+            case "finance-bench": return try FinanceBenchCommand.run(rest, environment: environment).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue

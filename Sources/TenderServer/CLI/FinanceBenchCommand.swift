@@ -1,0 +1,231 @@
+import FinanceStore
+import Foundation
+import HTTPServer
+import Observability
+import Postgres
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `tender finance-bench`: prints the finance feed's figures (issue 6 benchmark); never passes or fails.
+enum FinanceBenchCommand {
+    static let help = """
+        usage: tender finance-bench [--database-url URL] [--transactions N] [--rate PER_SECOND] [--seconds S]
+        On a migrated database: records N payments through FinanceRecorder, streams their history over
+        SSE from zero (catch-up changes/s), then records payments at a steady rate while one SSE client
+        measures commit-to-event latency (p50/p99). Creates its own merchant.
+        """
+
+    static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        let args = try Arguments(argv, options: ["database-url", "transactions", "rate", "seconds"])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        var overrides: [String: String] = ["TENDER_LISTEN": "127.0.0.1:0"]
+        if let v = args.value("database-url") { overrides["TENDER_DATABASE_URL"] = v }
+        let total = Int(args.value("transactions") ?? "100000") ?? 100_000
+        let rate = Int(args.value("rate") ?? "200") ?? 200
+        let seconds = Int(args.value("seconds") ?? "10") ?? 10
+        var configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
+        configuration.limits.databaseConnectionsMax = 8
+        var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.connectionsMax = 8
+        pg.statementTimeoutMilliseconds = 120_000
+        let pool = PostgresPool(configuration: pg)
+        defer { pool.close() }
+        let app = TenderApp(configuration: configuration, pool: pool,
+                            migrations: try MigrationFile.load(directory: TenderCLI.migrationsDirectory(environment)),
+                            logger: .silent)
+        let merchantId = "merchant.finbench.\(UInt32.random(in: 0...UInt32.max))"
+        try app.merchants.add(try Merchant.validated(merchantId: merchantId, displayName: "Bench", domains: ["bench.test"],
+                                                     countryCode: "US", currencies: ["USD"]))
+        let key = try app.merchants.createAPIKey(merchantId: merchantId).secret
+        let account = FinanceStoreIdentity.identity(merchantId).id("account", LedgerAccounts.settlement("sim", "USD").key)
+        let recorder = FinanceRecorder()
+
+        // Bulk load: 1,000 events per database transaction.
+        let loadStart = Date()
+        var next = 0
+        while next < total {
+            let end = min(total, next + 1_000)
+            try pool.transaction { conn in
+                for i in next..<end {
+                    try recorder.apply(.paymentSucceeded(paymentID: "pay_\(i)", money: EventMoney(
+                        amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim"),
+                        at: FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i))),
+                        merchantId: merchantId, on: conn, now: Date())
+                }
+            }
+            next = end
+        }
+        let loadSeconds = Date().timeIntervalSince(loadStart)
+        Console.out(String(format: "finance: recorded %d payments in %.1f s (%.0f events/s through FinanceRecorder)",
+                           total, loadSeconds, Double(total) / loadSeconds))
+
+        let server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router())
+        try server.start()
+        defer {
+            server.shutdown(drainDeadlineMilliseconds: 2_000)
+            app.finance.stop()
+        }
+        let path = "/v1/finance/transactions/history?accountID=\(account)"
+
+        // Catch-up from zero over SSE.
+        let client = try BenchSSEClient(port: server.boundPort, path: path, key: key)
+        let catchUpStart = Date()
+        var received = 0
+        while let event = client.next(timeoutSeconds: 30) {
+            if event.name == "caught-up" { break }
+            received += event.data.occurrences(of: "\"transactionAmount\"")
+        }
+        let catchUpSeconds = Date().timeIntervalSince(catchUpStart)
+        Console.out(String(format: "finance: SSE catch-up streamed %d changes in %.2f s = %.0f changes/s",
+                           received, catchUpSeconds, Double(received) / catchUpSeconds))
+
+        // Live latency: payments at a steady rate; the client notes when each one's event arrives.
+        let commits = Mutex<[String: UInt64]>([:])
+        let writerDone = Atomic<Bool>(false)
+        let liveCount = rate * seconds
+        let writer = Thread {
+            let interval = 1.0 / Double(max(rate, 1))
+            let start = Date()
+            for i in 0..<liveCount {
+                let due = start.addingTimeInterval(Double(i) * interval)
+                let wait = due.timeIntervalSinceNow
+                if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
+                let id = "live_\(i)"
+                do {
+                    try pool.transaction { conn in
+                        try recorder.apply(.paymentSucceeded(paymentID: id, money: EventMoney(
+                            amountMinor: 1_000, currencyCode: "USD", processor: "sim"),
+                            at: FinanceTimestamp(secondsSinceEpoch: Int64(Date().timeIntervalSince1970))),
+                            merchantId: merchantId, on: conn, now: Date())
+                    }
+                    let committed = DispatchTime.now().uptimeNanoseconds
+                    commits.withLock { $0["payment_succeeded \(id)"] = committed }
+                } catch {
+                    continue
+                }
+            }
+            writerDone.store(true, ordering: .releasing)
+        }
+        writer.start()
+        var latencies: [Double] = []
+        var arrivals: [(String, UInt64)] = []
+        while latencies.count + arrivals.count < liveCount {
+            guard let event = client.next(timeoutSeconds: 5) else { break }
+            let now = DispatchTime.now().uptimeNanoseconds
+            for id in event.data.liveIDs() { arrivals.append((id, now)) }
+        }
+        while !writerDone.load(ordering: .acquiring) { usleep(10_000) }
+        let committed = commits.withLock { $0 }
+        for (id, arrived) in arrivals {
+            if let at = committed[id], arrived >= at { latencies.append(Double(arrived - at) / 1_000_000) }
+            else if committed[id] != nil { latencies.append(0) }
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+        }
+        Console.out(String(format: "finance: live %d payments at %d/s: commit-to-SSE p50 %.1f ms, p99 %.1f ms (%d events seen)",
+                           liveCount, rate, percentile(0.5), percentile(0.99), latencies.count))
+        return .success
+    }
+}
+
+extension String {
+    fileprivate func occurrences(of needle: String) -> Int {
+        components(separatedBy: needle).count - 1
+    }
+
+    /// `payment_succeeded live_N` descriptions in an event's data.
+    fileprivate func liveIDs() -> [String] {
+        var ids: [String] = []
+        for part in components(separatedBy: "\"payment_succeeded ").dropFirst() {
+            if let end = part.firstIndex(of: "\"") { ids.append("payment_succeeded " + part[..<end]) }
+        }
+        return ids
+    }
+}
+
+/// A minimal blocking SSE reader for the benchmark (chunked body, LF-separated events).
+private final class BenchSSEClient {
+    struct Event {
+        var name = ""
+        var data = ""
+    }
+
+    private let fd: Int32
+    private var raw: [UInt8] = []
+    private var body: [UInt8] = []
+    private var headersDone = false
+
+    init(port: Int, path: String, key: String) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var tv = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else { throw TenderError("bench_connect", "cannot connect to the bench server") }
+        let head = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(key)\r\n\r\n".utf8)
+        _ = head.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    deinit { close(fd) }
+
+    func next(timeoutSeconds: Double) -> Event? {
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        var chunk = [UInt8](repeating: 0, count: 262_144)
+        while true {
+            if let event = takeEvent() { return event }
+            if Date() > deadline { return nil }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 { raw += chunk[0..<n]; dechunk() } else if n == 0 { return nil }
+        }
+    }
+
+    private func dechunk() {
+        if !headersDone {
+            guard let end = Self.find([13, 10, 13, 10], in: raw, from: 0) else { return }
+            raw.removeFirst(end + 4)
+            headersDone = true
+        }
+        var offset = 0
+        while let lineEnd = Self.find([13, 10], in: raw, from: offset) {
+            guard let size = Int(String(decoding: raw[offset..<lineEnd], as: UTF8.self), radix: 16),
+                  raw.count >= lineEnd + 2 + size + 2 else { break }
+            body += raw[(lineEnd + 2)..<(lineEnd + 2 + size)]
+            offset = lineEnd + 2 + size + 2
+        }
+        raw.removeFirst(offset)
+    }
+
+    private func takeEvent() -> Event? {
+        while let end = Self.find([10, 10], in: body, from: 0) {
+            let block = String(decoding: body[0..<end], as: UTF8.self)
+            body.removeFirst(end + 2)
+            var event = Event()
+            for line in block.split(separator: "\n") {
+                if line.hasPrefix("event: ") { event.name = String(line.dropFirst(7)) }
+                if line.hasPrefix("data: ") { event.data += line.dropFirst(6) }
+            }
+            if !event.name.isEmpty { return event }
+        }
+        return nil
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard haystack.count >= needle.count + start else { return nil }
+        var i = start
+        while i <= haystack.count - needle.count {
+            if haystack[i] == needle[0] && haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
+            i += 1
+        }
+        return nil
+    }
+}
