@@ -11,6 +11,8 @@ public final class TenderApp: Sendable {
     public let migrator: Migrator
     public let metrics: MetricsRegistry
     public let logger: Logger
+    /// Payments and refunds (TenderServer/Payments).
+    public let payments: PaymentsService
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -19,6 +21,7 @@ public final class TenderApp: Sendable {
         self.migrator = Migrator(pool: pool, files: migrations)
         self.metrics = MetricsRegistry()
         self.logger = logger
+        self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger)
     }
 
     /// The full route table.
@@ -35,6 +38,7 @@ public final class TenderApp: Sendable {
             .json(MerchantView(merchant))
         }))
         // Each feature registers its routes from its own file (TenderServer/<Feature>/…Routes.swift).
+        registerPaymentsRoutes(into: &router)
         return router
     }
 
