@@ -329,6 +329,7 @@ public final class PaymentsService: Sendable {
     /// outcome leaves the payment pending and the key resumable (released, not finished).
     func recordOutcome(paymentId: String, outcome: ProcessorOutcome?) throws -> HTTPResponse {
         try pool.transaction { conn in
+            try Self.lockSession(ofPayment: paymentId, on: conn)
             guard var payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true) else {
                 throw PaymentProblems.internalError
             }
@@ -379,6 +380,16 @@ public final class PaymentsService: Sendable {
             }
             return response
         }
+    }
+
+    /// Locks are always taken session first, then payment: phase 1 holds the session while its insert
+    /// may wait on a payment row that phase 3 is updating, so phase 3 must not hold that row while
+    /// waiting for the session (a deadlock otherwise).
+    static func lockSession(ofPayment paymentId: String, on conn: PostgresConnection) throws {
+        _ = try conn.query("""
+            SELECT 1 AS locked FROM checkout_sessions
+            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
+            """, [paymentId])
     }
 
     /// The payment result: 200 when the processor answered, 202 while the answer is unknown.
@@ -518,6 +529,7 @@ public final class PaymentsService: Sendable {
     /// Takes over one pending payment (unless a request holds its key) and re-sends it with the same key.
     func resolvePayment(_ paymentId: String) throws {
         let claimed: PaymentRecord? = try pool.transaction { conn in
+            try Self.lockSession(ofPayment: paymentId, on: conn)
             guard let payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true, skipLocked: true),
                   payment.status == .pending else { return nil }
             if let key = payment.idempotencyKey {
