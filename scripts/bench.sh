@@ -87,3 +87,4 @@ PY
 scripts/bench-checkout.sh "$port" "$key" "$serve_pid" "$out" "$duration"
 scripts/bench-tokens.sh
 scripts/bench-finance.sh
+scripts/bench-payments.sh

@@ -15,6 +15,8 @@ public final class TenderApp: Sendable {
     public let tokens: TokenService
     /// The finance store's token codec and monitoring hub (started on first subscriber).
     public let finance: FinanceFeature
+    /// Payments and refunds (TenderServer/Payments).
+    public let payments: PaymentsService
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -29,6 +31,9 @@ public final class TenderApp: Sendable {
             pool: pool, masterKeyFile: configuration.masterKeyFile,
             onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
         self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
+        self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
+                                             verifier: tokens,
+                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue))
     }
 
     /// The full route table.
@@ -45,6 +50,7 @@ public final class TenderApp: Sendable {
         // Each feature registers its routes from its own file (TenderServer/<Feature>/…Routes.swift).
         registerCheckoutRoutes(into: &router)
         registerFinanceRoutes(into: &router)
+        registerPaymentsRoutes(into: &router)
         return router
     }
 

@@ -51,6 +51,7 @@ enum ServeCommand {
                                 onRequestComplete: { app.record($0) })
         try server.start()
         app.registerGauges(server: server)
+        app.payments.startResolver()
         logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
 
         var received: Int32 = 0
@@ -58,6 +59,7 @@ enum ServeCommand {
         logger.info("shutting down", [("signal", received == SIGTERM ? "SIGTERM" : "SIGINT")])
         let drained = server.shutdown(drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds)
         app.finance.stop()
+        app.payments.stopResolver()
         pool.close()
         logger.info("stopped", [("drained", drained ? "true" : "false")])
         return .success

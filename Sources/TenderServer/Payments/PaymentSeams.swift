@@ -1,0 +1,96 @@
+import ApplePayToken
+import Crypto
+import Foundation
+import Postgres
+
+/// Verifies and decrypts an Apple Pay token for a merchant. `TokenService` (merchant keys from the key
+/// store) is the production implementation; tests use `DecryptorTokenVerifier` over a sandbox authority.
+public protocol PaymentTokenVerifying: Sendable {
+    /// Verifies every rule (signature, chain, freshness at `now`) and decrypts with the merchant's keys.
+    func verifyAndDecrypt(tokenJSON: [UInt8], merchantId: String, now: Date) throws(TokenError) -> DecryptedPaymentToken
+}
+
+/// A verifier over one fixed `ApplePayTokenDecryptor` (its roots and keys serve every merchant).
+public struct DecryptorTokenVerifier: PaymentTokenVerifying {
+    /// The decryptor used for every merchant.
+    public let decryptor: ApplePayTokenDecryptor
+
+    /// Wraps `decryptor`.
+    public init(decryptor: ApplePayTokenDecryptor) { self.decryptor = decryptor }
+
+    /// Verifies and decrypts, ignoring `merchantId` (the keys are shared).
+    public func verifyAndDecrypt(tokenJSON: [UInt8], merchantId: String, now: Date) throws(TokenError) -> DecryptedPaymentToken {
+        try decryptor.verifyAndDecrypt(tokenJSON, now: now)
+    }
+}
+
+/// Refuses every token: the verifier until merchant keys are configured.
+public struct UnconfiguredTokenVerifier: PaymentTokenVerifying {
+    /// Creates the verifier.
+    public init() {}
+
+    /// Always `unknown_merchant_key`.
+    public func verifyAndDecrypt(tokenJSON: [UInt8], merchantId: String, now: Date) throws(TokenError) -> DecryptedPaymentToken {
+        throw TokenError(.unknownMerchantKey, "no merchant processing keys are configured")
+    }
+}
+
+/// A money movement the finance store must record, emitted inside the transaction that commits it.
+public enum PaymentLedgerEvent: Sendable, Equatable {
+    /// A payment was captured.
+    case paymentSucceeded(paymentId: String, sessionId: String, amountMinor: Int64, currencyCode: String,
+                          processorReference: String)
+    /// A refund was paid back.
+    case refundSucceeded(refundId: String, paymentId: String, amountMinor: Int64, currencyCode: String,
+                         processorReference: String)
+}
+
+/// Receives ledger events within the payment's own transaction (so the ledger and the payment commit
+/// together or not at all). Throwing rolls the outcome back; the resolver then tries again.
+public protocol PaymentOutcomeSink: Sendable {
+    /// Records `event` on `conn` (inside the open transaction).
+    func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws
+}
+
+/// The default sink: records nothing.
+public struct NoopPaymentOutcomeSink: PaymentOutcomeSink {
+    /// Creates the sink.
+    public init() {}
+    /// Does nothing.
+    public func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {}
+}
+
+/// Fault injection for the crash tests (reliability-security.md test 7): with
+/// `TENDER_UNSAFE_CRASH_AT_FOR_TESTING=after_accepted|after_processor_call|after_outcome` set, the
+/// process kills itself with SIGKILL at that point. Unset (always, in production) it does nothing.
+public struct CrashHook: Sendable {
+    /// Points where the process may be killed.
+    public enum Point: String, Sendable, CaseIterable {
+        /// After phase 1 committed (payment accepted), before the processor call.
+        case afterAccepted = "after_accepted"
+        /// After the processor answered, before the outcome is committed.
+        case afterProcessorCall = "after_processor_call"
+        /// After the outcome committed, before the response is sent.
+        case afterOutcome = "after_outcome"
+    }
+
+    /// The environment variable; its name says it must never be set in production.
+    public static let variable = "TENDER_UNSAFE_CRASH_AT_FOR_TESTING"
+    /// The armed point, if any.
+    public let point: Point?
+
+    /// Reads the variable; an unknown value arms nothing.
+    public init(environment: [String: String]) {
+        point = environment[Self.variable].flatMap(Point.init(rawValue:))
+    }
+
+    /// A hook that never fires.
+    public static let disarmed = CrashHook(environment: [:])
+
+    /// Kills the process when `reached` is the armed point.
+    public func reach(_ reached: Point) {
+        guard point == reached else { return }
+        kill(getpid(), SIGKILL)
+        _exit(137)
+    }
+}

@@ -1,0 +1,78 @@
+import ApplePayToken
+import Crypto
+import Foundation
+import HTTPServer
+import Observability
+import Payments
+import Postgres
+
+extension PaymentsService {
+    /// The service `tender serve` runs: processor from `TENDER_PROCESSOR`, simulator latency from
+    /// `TENDER_SIMULATOR_LATENCY_MS`, timings from `PaymentsSettings.load`, the crash hook from its
+    /// unsafe variable. `verifier` is the token service (merchant keys from the key store); when nil,
+    /// `TENDER_UNSAFE_SANDBOX_MERCHANT_KEYS_FOR_TESTING` (cert.pem:key.pem pairs, comma-separated, with
+    /// `TENDER_APPLE_ROOTS`) or else a verifier that refuses every token.
+    public static func live(configuration: TenderConfiguration, pool: PostgresPool, logger: Logger,
+                            verifier: (any PaymentTokenVerifying)? = nil, sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(),
+                            environment: [String: String] = ProcessInfo.processInfo.environment) -> PaymentsService {
+        var settings = PaymentsSettings()
+        do {
+            settings = try PaymentsSettings.load(environment: environment,
+                                                 processorTimeoutMilliseconds: configuration.processorTimeoutMilliseconds)
+        } catch {
+            logger.error("payments settings invalid; using defaults", [("variable", error.variable), ("reason", error.reason)])
+        }
+        let processor: any PaymentProcessor
+        switch configuration.processor {
+        case .http:
+            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "", timeoutMilliseconds: configuration.processorTimeoutMilliseconds)
+        case .simulator:
+            var rules = SimulatorRules()
+            rules.latencyMilliseconds = (try? TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS",
+                                                                          default: 0, range: 0...60_000)) ?? 0
+            processor = SimulatorProcessor(pool: pool, rules: rules)
+        }
+        let crash = CrashHook(environment: environment)
+        if let point = crash.point {
+            logger.warning("\(CrashHook.variable) is set: the process kills itself", [("point", point.rawValue)])
+        }
+        return PaymentsService(pool: pool, verifier: verifier ?? sandboxVerifier(configuration, environment, logger),
+                               processor: processor, sink: sink, settings: settings, logger: logger, crash: crash)
+    }
+
+    /// Variable naming sandbox merchant keys trusted for every merchant (tests and benchmarks only).
+    public static let unsafeSandboxKeysVariable = "TENDER_UNSAFE_SANDBOX_MERCHANT_KEYS_FOR_TESTING"
+
+    static func sandboxVerifier(_ configuration: TenderConfiguration, _ environment: [String: String],
+                                _ logger: Logger) -> any PaymentTokenVerifying {
+        guard let raw = environment[unsafeSandboxKeysVariable], !raw.isEmpty, let rootFiles = configuration.appleRootsFiles else {
+            return UnconfiguredTokenVerifier()
+        }
+        do {
+            var roots: [Certificate] = []
+            for file in rootFiles {
+                roots += try Certificate.all(pem: try String(contentsOfFile: file, encoding: .utf8))
+            }
+            var keys: [MerchantKey] = []
+            for pair in raw.split(separator: ",") {
+                let parts = pair.split(separator: ":")
+                guard parts.count == 2 else { return UnconfiguredTokenVerifier() }
+                keys.append(try MerchantKey(certificatePEM: try String(contentsOfFile: String(parts[0]), encoding: .utf8),
+                                            privateKeyPEM: try String(contentsOfFile: String(parts[1]), encoding: .utf8)))
+            }
+            logger.warning("\(unsafeSandboxKeysVariable) is set: sandbox merchant keys decrypt tokens for every merchant")
+            return DecryptorTokenVerifier(decryptor: ApplePayTokenDecryptor(
+                trustedRoots: roots, merchantKeys: keys, tokenAgeMaxSeconds: Int64(configuration.tokenAgeMaxSeconds)))
+        } catch {
+            logger.error("sandbox merchant keys did not load", [("error", String(describing: type(of: error)))])
+            return UnconfiguredTokenVerifier()
+        }
+    }
+}
+
+extension TenderApp {
+    /// Registers `POST /v1/checkout-sessions/{id}/payments`, `GET /v1/payments[/{id}]` and refunds.
+    func registerPaymentsRoutes(into router: inout Router) {
+        payments.register(into: &router, guarded: guarded)
+    }
+}
