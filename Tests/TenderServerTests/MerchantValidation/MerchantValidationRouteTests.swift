@@ -28,7 +28,6 @@ struct MerchantValidationRouteTests {
         let seen = try gateway.snapshot().requests
         #expect(seen.count == before + 1)
         let request = try #require(seen.last)
-        // Byte-for-byte: compare with what the gateway really sent, read back from the gateway's own log-free source.
         #expect(request.mode == "ok")
         #expect(request.method == "POST")
         #expect(request.path == "/paymentservices/paymentSession")
@@ -40,12 +39,17 @@ struct MerchantValidationRouteTests {
         #expect(sent["displayName"] as? String == "Tender Shop")
         #expect(sent["initiative"] as? String == "web")
         #expect(sent["initiativeContext"] as? String == "shop.tender.test")
+        // Compact, no extra members or whitespace.
+        #expect(request.body.count == Array(#"{"displayName":"Tender Shop","initiative":"web","initiativeContext":"shop.tender.test","merchantIdentifier":"merchant.com.tender.shop"}"#.utf8).count)
 
-        // The gateway's answer has odd spacing and a \u escape; a re-encoding would change the bytes.
-        let expected = Array(#"{"epochTimestamp":1700000000000, "expiresAt" : 1700003600000,"#.utf8)
-        #expect(response.body.starts(with: expected))
-        #expect(response.text.contains(#""merchantSessionIdentifier":"SSH1A2B\u00e9C3""#))
-        #expect(response.text.hasSuffix(#""retries":0, "pspId":"AB12CD"}"#))
+        // The gateway's answer (see SESSION in the script) has odd spacing, a newline and a \u escape;
+        // any re-encoding would change these bytes.
+        let expected = #"{"epochTimestamp":1700000000000, "expiresAt" : 1700003600000,"# + "\n"
+            + #" "merchantSessionIdentifier":"SSH1A2B\u00e9C3","nonce":"5e1f0a2b","merchantIdentifier":"AB12CD","#
+            + #""domainName":"shop.tender.test","displayName":"Tender Shop","signature":"MIAGCSqGSIb3DQEHAqCAMIAC","#
+            + #""operationalAnalyticsIdentifier":"Tender Shop:AB12CD","retries":0, "pspId":"AB12CD"}"#
+        #expect(response.body == Array(expected.utf8))
+        #expect(s.app.metrics.render().contains(#"tender_merchant_validation_total{outcome="succeeded"} 1"#))
     }
 
     @Test func clientSecretAuthorizesAndEveryCallIsAFreshRequest() throws {
