@@ -51,6 +51,7 @@ public final class TenderApp: Sendable {
         registerCheckoutRoutes(into: &router)
         registerFinanceRoutes(into: &router)
         registerPaymentsRoutes(into: &router)
+        registerMerchantValidationRoutes(into: &router)
         return router
     }
 
