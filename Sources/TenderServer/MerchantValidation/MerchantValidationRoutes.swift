@@ -40,11 +40,11 @@ struct MerchantValidationRequest: Decodable {
 }
 
 extension TenderApp {
-    /// Registers merchant validation with the default wiring: settings from the configuration and, until the
-    /// key store provides identities, no identity for any merchant (every call is 409 `merchant_identity_missing`).
+    /// Registers merchant validation with the default wiring: settings from the configuration and the
+    /// merchants' identity certificates and keys from the key store.
     func registerMerchantValidationRoutes(into router: inout Router) {
         let service = MerchantValidationService(settings: MerchantValidationSettings(configuration: configuration),
-                                                identities: NoMerchantIdentities(), metrics: metrics, logger: logger)
+                                                identities: tokens.keyStore, metrics: metrics, logger: logger)
         registerMerchantValidationRoutes(into: &router, service: service)
     }
 
