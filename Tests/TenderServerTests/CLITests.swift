@@ -32,6 +32,13 @@ import Glibc
         #expect(r.stdout.contains("usage: tender"))
     }
 
+    @Test(arguments: ["TENDER_PAYMENTS_KEY_LOCK_MS", "TENDER_PAYMENTS_RESOLVER_INTERVAL_MS", "TENDER_SIMULATOR_LATENCY_MS"])
+    func badFeatureSettingStopsServe(variable: String) throws {
+        let r = try runTender(["serve"], environment: [variable: "soon"])
+        #expect(r.status == ExitCode.configuration.rawValue)
+        #expect(r.stderr.contains(variable))
+    }
+
     @Test func badEnvironmentStopsServeNamingTheVariable() throws {
         let r = try runTender(["serve"], environment: ["TENDER_LISTEN": "nowhere"])
         #expect(r.status == ExitCode.configuration.rawValue)

@@ -21,6 +21,11 @@ enum ServeCommand {
         if let v = args.value("log-format") { overrides["TENDER_LOG_FORMAT"] = v }
         let configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
         let logger = Logger(format: configuration.logFormat)
+        // Feature settings read from the environment are validated here too, so a bad value stops the
+        // process with the variable's name instead of silently falling back to a default.
+        _ = try PaymentsSettings.load(environment: environment,
+                                      processorTimeoutMilliseconds: configuration.processorTimeoutMilliseconds)
+        _ = try TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS", default: 0, range: 0...60_000)
 
         // Block the termination signals in every thread before any is started; the main thread
         // takes them synchronously with sigwait below.

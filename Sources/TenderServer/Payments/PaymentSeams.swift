@@ -24,17 +24,6 @@ public struct DecryptorTokenVerifier: PaymentTokenVerifying {
     }
 }
 
-/// Refuses every token: the verifier until merchant keys are configured.
-public struct UnconfiguredTokenVerifier: PaymentTokenVerifying {
-    /// Creates the verifier.
-    public init() {}
-
-    /// Always `unknown_merchant_key`.
-    public func verifyAndDecrypt(tokenJSON: [UInt8], merchantId: String, now: Date) throws(TokenError) -> DecryptedPaymentToken {
-        throw TokenError(.unknownMerchantKey, "no merchant processing keys are configured")
-    }
-}
-
 /// A money movement the finance store must record, emitted inside the transaction that commits it.
 public enum PaymentLedgerEvent: Sendable, Equatable {
     /// A payment was captured.

@@ -13,7 +13,7 @@ extension PaymentsService {
     /// `TENDER_UNSAFE_SANDBOX_MERCHANT_KEYS_FOR_TESTING` (cert.pem:key.pem pairs, comma-separated, with
     /// `TENDER_APPLE_ROOTS`) or else a verifier that refuses every token.
     public static func live(configuration: TenderConfiguration, pool: PostgresPool, logger: Logger,
-                            verifier: (any PaymentTokenVerifying)? = nil, sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(),
+                            verifier: any PaymentTokenVerifying, sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(),
                             environment: [String: String] = ProcessInfo.processInfo.environment) -> PaymentsService {
         var settings = PaymentsSettings()
         do {
@@ -36,37 +36,8 @@ extension PaymentsService {
         if let point = crash.point {
             logger.warning("\(CrashHook.variable) is set: the process kills itself", [("point", point.rawValue)])
         }
-        return PaymentsService(pool: pool, verifier: verifier ?? sandboxVerifier(configuration, environment, logger),
+        return PaymentsService(pool: pool, verifier: verifier,
                                processor: processor, sink: sink, settings: settings, logger: logger, crash: crash)
-    }
-
-    /// Variable naming sandbox merchant keys trusted for every merchant (tests and benchmarks only).
-    public static let unsafeSandboxKeysVariable = "TENDER_UNSAFE_SANDBOX_MERCHANT_KEYS_FOR_TESTING"
-
-    static func sandboxVerifier(_ configuration: TenderConfiguration, _ environment: [String: String],
-                                _ logger: Logger) -> any PaymentTokenVerifying {
-        guard let raw = environment[unsafeSandboxKeysVariable], !raw.isEmpty, let rootFiles = configuration.appleRootsFiles else {
-            return UnconfiguredTokenVerifier()
-        }
-        do {
-            var roots: [Certificate] = []
-            for file in rootFiles {
-                roots += try Certificate.all(pem: try String(contentsOfFile: file, encoding: .utf8))
-            }
-            var keys: [MerchantKey] = []
-            for pair in raw.split(separator: ",") {
-                let parts = pair.split(separator: ":")
-                guard parts.count == 2 else { return UnconfiguredTokenVerifier() }
-                keys.append(try MerchantKey(certificatePEM: try String(contentsOfFile: String(parts[0]), encoding: .utf8),
-                                            privateKeyPEM: try String(contentsOfFile: String(parts[1]), encoding: .utf8)))
-            }
-            logger.warning("\(unsafeSandboxKeysVariable) is set: sandbox merchant keys decrypt tokens for every merchant")
-            return DecryptorTokenVerifier(decryptor: ApplePayTokenDecryptor(
-                trustedRoots: roots, merchantKeys: keys, tokenAgeMaxSeconds: Int64(configuration.tokenAgeMaxSeconds)))
-        } catch {
-            logger.error("sandbox merchant keys did not load", [("error", String(describing: type(of: error)))])
-            return UnconfiguredTokenVerifier()
-        }
     }
 }
 

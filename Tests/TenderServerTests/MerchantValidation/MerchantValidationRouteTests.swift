@@ -234,7 +234,7 @@ struct MerchantValidationRouteTests {
 
         let foreign = try s.validate(open.id, bearer: otherKey, body: S.body())
         #expect(foreign.status == 404)
-        #expect(try foreign.json()["code"] as? String == "checkout_session_not_found")
+        #expect(try foreign.json()["code"] as? String == "session_not_found")
 
         let unknown = try s.validate("cs_" + String(repeating: "a", count: 24), bearer: key, body: S.body())
         #expect(unknown.status == 404)
@@ -253,7 +253,7 @@ struct MerchantValidationRouteTests {
         let expired = try s.session(expiresIn: -1)
         let expiredResponse = try s.validate(expired.id, bearer: expired.clientSecret, body: S.body())
         #expect(expiredResponse.status == 410)
-        #expect(try expiredResponse.json()["code"] as? String == "checkout_session_expired")
+        #expect(try expiredResponse.json()["code"] as? String == "session_expired")
 
         let expiredByStatus = try s.session(status: "expired")
         #expect(try s.validate(expiredByStatus.id, bearer: key, body: S.body()).status == 410)
@@ -261,7 +261,7 @@ struct MerchantValidationRouteTests {
         let paid = try s.session(status: "paid")
         let paidResponse = try s.validate(paid.id, bearer: key, body: S.body())
         #expect(paidResponse.status == 409)
-        #expect(try paidResponse.json()["code"] as? String == "checkout_session_not_open")
+        #expect(try paidResponse.json()["code"] as? String == "session_not_open")
 
         #expect(s.service.connectAttemptCount == 0)
         #expect(try gateway.totalAccepts() == accepts)

@@ -34,11 +34,22 @@ final class ServeProcess {
         throw TenderError("test_spawn", "tender serve did not become ready")
     }
 
-    /// Waits for the process to end; returns the raw wait status.
-    func wait() -> Int32 {
+    /// Waits for the process to end, at most `timeoutSeconds` (then it is killed, so a test never hangs);
+    /// returns the raw wait status.
+    func wait(timeoutSeconds: Double = 30) -> Int32 {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return status
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        while true {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid { return status }
+            if r < 0 && errno != EINTR { return -1 }
+            if Date() >= deadline {
+                kill(pid, SIGKILL)
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                return -1
+            }
+            usleep(20_000)
+        }
     }
 
     /// SIGTERM, then wait.
@@ -79,10 +90,15 @@ struct PaymentCrashTests {
         try h.merchantKeys[0].certificate.pem.write(toFile: dir + "/merchant.pem", atomically: true, encoding: .utf8)
         try h.merchantKeys[0].privateKey.unsafePKCS8PEM().write(toFile: dir + "/merchant-key.pem", atomically: true, encoding: .utf8)
         let database = try #require(try h.pool.query("SELECT current_database() AS d").first?.decode("d", as: String.self))
+        // The server finds the merchant's processing key in its key store, sealed under this master key.
+        for key in h.merchantKeys {
+            _ = try KeyStore(pool: h.pool, masterKeyFile: dir + "/master.key").importKey(
+                merchantId: h.merchantId, certificatePEM: key.certificate.pem,
+                privateKey: try key.privateKey.unsafePKCS8PEM(), kind: .processing)
+        }
         var environment = [
             "TENDER_DATABASE_URL": TestEnvironment.url(database: database),
             "TENDER_APPLE_ROOTS": dir + "/root.pem",
-            PaymentsService.unsafeSandboxKeysVariable: dir + "/merchant.pem:" + dir + "/merchant-key.pem",
             "TENDER_MASTER_KEY_FILE": dir + "/master.key",
             "TENDER_MIGRATIONS_DIR": TestEnvironment.migrationsDirectory,
             "TENDER_PAYMENTS_KEY_LOCK_MS": "1000",
