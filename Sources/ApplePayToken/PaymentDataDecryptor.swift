@@ -110,8 +110,7 @@ public final class PaymentDataDecryptor: Sendable {
             }
             guard let ephemeral = token.ephemeralPublicKey else { throw TokenError(.headerMismatch, "ephemeralPublicKey missing") }
             do {
-                let peer = try PublicKey(spkiDER: ephemeral)
-                let shared = try ECDH.sharedSecret(privateKey: key.privateKey, peer: peer)
+                let shared = try ECDH.sharedSecret(privateKey: key.privateKey, peerSPKI: ephemeral)
                 return ApplePayKeyDerivation.symmetricKey(sharedSecret: shared, merchantIdHash: merchantIdHash)
             } catch {
                 throw TokenError(.decryptionFailed, "ECDH failed: \(error.code.rawValue)")

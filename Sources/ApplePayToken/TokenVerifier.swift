@@ -63,6 +63,14 @@ public final class TokenVerifier: Sendable {
     public func verify(_ token: UnverifiedPaymentToken, now: Date) throws(TokenError) -> VerifiedPaymentToken {
         let version = try Self.checkVersion(token)
         try Self.checkHeaderMatchesVersion(token, version)
+        if let signingTime = verifyWithCachedChain(token, now: now) {
+            try checkFreshness(signingTime: signingTime, now: now)
+            return VerifiedPaymentToken(version: version, transactionIdHex: token.transactionIdHex,
+                                        applicationDataHex: token.applicationDataHex, publicKeyHash: token.publicKeyHash,
+                                        signingTime: signingTime, paymentMethod: token.paymentMethod,
+                                        transactionIdentifier: token.transactionIdentifier, encryptedData: token.encryptedData,
+                                        ephemeralPublicKey: token.ephemeralPublicKey, wrappedKey: token.wrappedKey)
+        }
         let cms = try Self.parseSignature(token)
         let (leaf, intermediate) = try Self.checkMarkerCertificates(cms.data)
         try Self.checkSignerIsLeaf(cms.signer, leaf)
@@ -77,6 +85,21 @@ public final class TokenVerifier: Sendable {
                                     signingTime: signingTime, paymentMethod: token.paymentMethod,
                                     transactionIdentifier: token.transactionIdentifier, encryptedData: token.encryptedData,
                                     ephemeralPublicKey: token.ephemeralPublicKey, wrappedKey: token.wrappedKey)
+    }
+
+    /// The common case: the token carries exactly the leaf and intermediate of a chain already verified
+    /// by the full pipeline below (marker OIDs, chain to a trusted root) and still valid at `now`. Then
+    /// the signer, digest algorithm, signed attributes, messageDigest and signature are checked on a light
+    /// parse with the cached leaf key. Returns the signing time, or nil to run the full pipeline (which
+    /// also reports the precise error for any token this path does not confirm).
+    func verifyWithCachedChain(_ token: UnverifiedPaymentToken, now: Date) -> Date? {
+        guard cache.entriesMax > 0, let view = CMSDetachedSignatureView(der: token.signature),
+              view.certificateFingerprints.count == 2
+        else { return nil }
+        let first = view.certificateFingerprints[0]
+        let second = view.certificateFingerprints[1]
+        guard let signer = cache.signer(first + second, at: now) ?? cache.signer(second + first, at: now) else { return nil }
+        return view.verify(content: token.signedContent, signer: signer)
     }
 
     // Rule: version is EC_v1 or RSA_v1 (Payment Token Format Reference, paymentData keys).
@@ -179,7 +202,9 @@ public final class TokenVerifier: Sendable {
         // The result holds while every certificate is within its validity (no revocation checking).
         let from = max(leaf.notBefore, intermediate.notBefore, root.notBefore)
         let until = min(leaf.notAfter, intermediate.notAfter, root.notAfter)
-        cache.insert(key, validFrom: from, validUntil: until, now: now)
+        // A leaf whose key the fast path cannot use (not P-256) still caches the chain, without a signer.
+        let signer = try? CMSSignerKey(certificate: leaf)
+        cache.insert(key, validFrom: from, validUntil: until, signer: signer, now: now)
     }
 
     // Rule: signingTime within tokenAgeMaxSeconds before `now`, and not ahead of it beyond the skew (Apple step 1.e).
@@ -195,9 +220,14 @@ public final class TokenVerifier: Sendable {
 }
 
 /// Thread-safe bounded cache of verified chains, keyed by leaf+intermediate fingerprints and valid
-/// only within the certificates' common validity window.
+/// only within the certificates' common validity window. Entries also hold the leaf prepared for
+/// signature verification, so cached tokens never re-parse certificates.
 final class ChainCache: Sendable {
-    private struct Entry { let validFrom: Date; let validUntil: Date }
+    private struct Entry {
+        let validFrom: Date
+        let validUntil: Date
+        let signer: CMSSignerKey?
+    }
     private let entries: Mutex<[[UInt8]: Entry]>
     let entriesMax: Int
 
@@ -216,14 +246,22 @@ final class ChainCache: Sendable {
         }
     }
 
-    func insert(_ key: [UInt8], validFrom: Date, validUntil: Date, now: Date) {
+    /// The prepared leaf of the chain under `key`, if cached, valid at `now` and usable by the fast path.
+    func signer(_ key: [UInt8], at now: Date) -> CMSSignerKey? {
+        entries.withLock { map in
+            guard let entry = map[key], entry.validFrom <= now, now <= entry.validUntil else { return nil }
+            return entry.signer
+        }
+    }
+
+    func insert(_ key: [UInt8], validFrom: Date, validUntil: Date, signer: CMSSignerKey?, now: Date) {
         guard entriesMax > 0 else { return }
         entries.withLock { map in
             if map[key] == nil, map.count >= entriesMax {
                 map = map.filter { $0.value.validUntil >= now }
                 if map.count >= entriesMax, let victim = map.keys.first { map[victim] = nil }
             }
-            map[key] = Entry(validFrom: validFrom, validUntil: validUntil)
+            map[key] = Entry(validFrom: validFrom, validUntil: validUntil, signer: signer)
         }
     }
 }

@@ -78,7 +78,8 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
             notBefore = try Certificate.date(before)
             notAfter = try Certificate.date(after)
             guard let key = X509_get_pubkey(pointer) else { throw CryptoError.openssl(.certificateMalformed, "public key") }
-            publicKey = try PublicKey(key: EVPKey(owning: key))
+            // The SPKI comes straight from the certificate's own encoding, avoiding OpenSSL's encoder.
+            publicKey = try PublicKey(key: EVPKey(owning: key), knownSPKI: Certificate.spkiDER(pointer))
         } catch {
             X509_free(pointer)
             throw error
@@ -136,6 +137,38 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     public func hash(into hasher: inout Hasher) { hasher.combine(fingerprintSHA256) }
     /// Subject and fingerprint prefix.
     public var description: String { "Certificate(\(subject), sha256 \(hexEncoded(Array(fingerprintSHA256.prefix(8)))))" }
+
+    static func spkiDER(_ x509: OpaquePointer) -> [UInt8]? {
+        guard let spki = X509_get_X509_PUBKEY(x509) else { return nil }
+        let length = i2d_X509_PUBKEY(spki, nil)
+        guard length > 0 else { return nil }
+        var der = [UInt8](repeating: 0, count: Int(length))
+        let written = der.withUnsafeMutableBufferPointer { buf -> Int32 in
+            var p = buf.baseAddress
+            return i2d_X509_PUBKEY(spki, &p)
+        }
+        return written == length ? der : nil
+    }
+
+    /// DER of the issuer Name and of the serial INTEGER, as a CMS IssuerAndSerialNumber carries them.
+    func issuerAndSerialDER() -> (issuer: [UInt8], serial: [UInt8])? {
+        guard let name = X509_get_issuer_name(pointer), let serial = X509_get0_serialNumber(pointer) else { return nil }
+        let nameLength = i2d_X509_NAME(name, nil)
+        let serialLength = i2d_ASN1_INTEGER(serial, nil)
+        guard nameLength > 0, serialLength > 0 else { return nil }
+        var nameDER = [UInt8](repeating: 0, count: Int(nameLength))
+        var serialDER = [UInt8](repeating: 0, count: Int(serialLength))
+        let n = nameDER.withUnsafeMutableBufferPointer { buf -> Int32 in
+            var p = buf.baseAddress
+            return i2d_X509_NAME(name, &p)
+        }
+        let s = serialDER.withUnsafeMutableBufferPointer { buf -> Int32 in
+            var p = buf.baseAddress
+            return i2d_ASN1_INTEGER(serial, &p)
+        }
+        guard n == nameLength, s == serialLength else { return nil }
+        return (nameDER, serialDER)
+    }
 
     static func oidText(_ object: OpaquePointer) -> String {
         var buf = [CChar](repeating: 0, count: 128)

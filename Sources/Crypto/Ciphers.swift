@@ -24,6 +24,35 @@ public enum ECDH {
     }
 }
 
+extension ECDH {
+    /// DER prefix of a P-256 SubjectPublicKeyInfo with an uncompressed point (RFC 5480 §2), as Apple
+    /// sends `ephemeralPublicKey`.
+    static let p256SPKIPrefix: [UInt8] = [
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
+        0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    ]
+    /// Length of an uncompressed P-256 point (0x04 ‖ X ‖ Y).
+    static let p256PointBytes = 65
+
+    /// The shared secret Z of `privateKey` and the peer's SubjectPublicKeyInfo DER. A P-256 SPKI with an
+    /// uncompressed point goes straight to the curve arithmetic (the point is checked to be on the curve);
+    /// any other form is parsed by OpenSSL's generic decoder first.
+    public static func sharedSecret(privateKey: PrivateKey, peerSPKI: [UInt8]) throws(CryptoError) -> SecretBytes {
+        guard let ecKey = privateKey.ecKey, peerSPKI.count == p256SPKIPrefix.count + p256PointBytes,
+              peerSPKI.starts(with: p256SPKIPrefix)
+        else {
+            return try sharedSecret(privateKey: privateKey, peer: PublicKey(spkiDER: peerSPKI))
+        }
+        return try SecretBytes(count: 32) { (buf: UnsafeMutableRawBufferPointer) throws(CryptoError) in
+            let ok = peerSPKI.withUnsafeBufferPointer { spki in
+                tender_ecdh_p256(ecKey.pointer, spki.baseAddress.map { $0 + p256SPKIPrefix.count }, p256PointBytes,
+                                 buf.baseAddress?.assumingMemoryBound(to: UInt8.self))
+            }
+            guard ok == 1 else { throw CryptoError.openssl(.decryptionFailed, "ECDH with the peer point failed") }
+        }
+    }
+}
+
 /// RSA-OAEP with SHA-256 and MGF1-SHA-256 (Apple Pay RSA_v1 key wrapping).
 public enum RSAOAEP {
     /// Unwraps `ciphertext` with `privateKey`.
@@ -138,8 +167,8 @@ public enum AESGCM {
     private static func context(key: SecretBytes, nonce: [UInt8], encrypt: Bool) throws(CryptoError) -> OpaquePointer {
         let cipher: OpaquePointer?
         switch key.count {
-        case 16: cipher = EVP_aes_128_gcm()
-        case 32: cipher = EVP_aes_256_gcm()
+        case 16: cipher = FetchedCipher.aes128GCM.pointer ?? EVP_aes_128_gcm()
+        case 32: cipher = FetchedCipher.aes256GCM.pointer ?? EVP_aes_256_gcm()
         default: throw CryptoError(.invalidArgument, "AES-GCM key must be 16 or 32 bytes")
         }
         guard (12...16).contains(nonce.count) else { throw CryptoError(.invalidArgument, "AES-GCM nonce must be 12–16 bytes") }
@@ -167,6 +196,17 @@ public enum AESGCM {
         guard aad.withUnsafeBufferPointer({ EVP_CipherUpdate(ctx, nil, &length, $0.baseAddress, Int32($0.count)) }) == 1
         else { throw CryptoError.openssl(.opensslFailure, "AES-GCM AAD") }
     }
+}
+
+/// A cipher implementation fetched from the default provider once. OpenSSL 3 otherwise re-fetches it by
+/// name (under a lock) on every init; fetched ciphers are immutable and safe to share between threads.
+final class FetchedCipher: @unchecked Sendable {
+    let pointer: OpaquePointer?
+    init(_ name: String) { pointer = EVP_CIPHER_fetch(nil, name, nil) }
+    deinit { EVP_CIPHER_free(pointer) }
+
+    static let aes128GCM = FetchedCipher("AES-128-GCM")
+    static let aes256GCM = FetchedCipher("AES-256-GCM")
 }
 
 /// Versioned AES-256-GCM envelope for private keys at rest (PCI DSS 3.6.1.2: encrypted under a KEK).

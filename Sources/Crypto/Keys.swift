@@ -47,6 +47,19 @@ final class EVPKey: @unchecked Sendable {
     }
 }
 
+/// Owns one legacy `EC_KEY` on P-256, used read-only (hence shareable) by the per-token fast paths.
+final class ECKeyHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init?(p256From key: EVPKey) {
+        guard let ec = tender_ec_key_p256_from_pkey(key.pointer) else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        pointer = ec
+    }
+    deinit { tender_ec_key_free(pointer) }
+}
+
 /// A public key (P-256 or RSA) parsed from SubjectPublicKeyInfo DER.
 public final class PublicKey: @unchecked Sendable {
     let key: EVPKey
@@ -55,20 +68,30 @@ public final class PublicKey: @unchecked Sendable {
     /// DER SubjectPublicKeyInfo (what Apple's `publicKeyHash` and `ephemeralPublicKey` are made of).
     public let spkiDER: [UInt8]
 
-    init(key: EVPKey) throws(CryptoError) {
+    /// `knownSPKI` skips re-encoding through OpenSSL's generic encoder (costly in 3.0) when the caller
+    /// already holds the exact DER.
+    init(key: EVPKey, knownSPKI: [UInt8]? = nil) throws(CryptoError) {
         self.key = key
         self.kind = try key.kind()
-        self.spkiDER = try key.spkiDER()
+        if let knownSPKI {
+            spkiDER = knownSPKI
+        } else {
+            spkiDER = try key.spkiDER()
+        }
     }
 
     /// Parses DER SubjectPublicKeyInfo.
     public convenience init(spkiDER der: [UInt8]) throws(CryptoError) {
+        var consumedAll = false
         let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buf in
             var p = buf.baseAddress
-            return d2i_PUBKEY(nil, &p, buf.count)
+            let key = d2i_PUBKEY(nil, &p, buf.count)
+            consumedAll = key != nil && p == buf.baseAddress.map { $0 + buf.count }
+            return key
         }
         guard let parsed else { throw CryptoError.openssl(.keyMalformed, "SubjectPublicKeyInfo does not parse") }
-        try self.init(key: EVPKey(owning: parsed))
+        // With trailing bytes the stored form is OpenSSL's re-encoding, as before.
+        try self.init(key: EVPKey(owning: parsed), knownSPKI: consumedAll ? der : nil)
     }
 
     /// True when both keys have the same public components.
@@ -83,10 +106,14 @@ public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
     /// The matching public key.
     public let publicKey: PublicKey
 
+    /// EC_KEY view for P-256 keys, converted once so ECDH per token skips provider lookups.
+    let ecKey: ECKeyHandle?
+
     init(key: EVPKey) throws(CryptoError) {
         self.key = key
         self.kind = try key.kind()
         self.publicKey = try PublicKey(key: key)
+        ecKey = kind == .ecP256 ? ECKeyHandle(p256From: key) : nil
     }
 
     /// Loads a key from text: PEM (`EC PRIVATE KEY` SEC1, `PRIVATE KEY` PKCS#8, `RSA PRIVATE KEY`),
