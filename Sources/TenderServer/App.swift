@@ -35,6 +35,7 @@ public final class TenderApp: Sendable {
             .json(MerchantView(merchant))
         }))
         // Each feature registers its routes from its own file (TenderServer/<Feature>/…Routes.swift).
+        registerSettlementReportRoutes(into: &router)
         return router
     }
 

@@ -13,6 +13,7 @@ public enum TenderCLI {
           merchants add         register a merchant
           api-keys create       print a new secret API key for a merchant (shown once)
           sandbox bootstrap     create the sandbox merchant and print its API key the first time
+          reconcile             import a settlement report file and print the reconciliation summary
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -41,6 +42,8 @@ public enum TenderCLI {
                 return try APIKeyCommands.run(rest, environment: environment).rawValue
             case "sandbox":
                 return try SandboxCommands.run(rest, environment: environment).rawValue
+            case "reconcile":
+                return try ReconcileCommand.run(rest, environment: environment).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue
