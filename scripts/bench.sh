@@ -84,3 +84,4 @@ if pg:
 print(f"server CPU per /healthz request:  {1e6*(t1-t0)/hz/(health*dur):.1f} us")
 print(f"server CPU per /v1/merchant:      {1e6*(t2-t1)/hz/(db*dur):.1f} us")
 PY
+scripts/bench-reconcile.sh
