@@ -52,7 +52,9 @@ CREATE TABLE settlement_effects (
     report_id    text NOT NULL REFERENCES settlement_reports (report_id),
     kind         text NOT NULL,
     subject_id   text,
-    effect       jsonb NOT NULL,
+    amount_minor bigint NOT NULL CHECK (amount_minor >= 0),
+    currency_code text NOT NULL,
+    credit_debit_indicator text NOT NULL CHECK (credit_debit_indicator IN ('credit', 'debit')),
     applied_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (merchant_id, effect_key)
 );

@@ -18,10 +18,13 @@ struct RecordedLedgerSource: Sendable {
             let page = try pool.query("""
                 SELECT p.payment_id, p.processor_reference, p.amount_minor, p.currency_code, p.status,
                        p.created_at,
-                       EXISTS (SELECT 1 FROM settlement_effects e
-                               WHERE e.merchant_id = p.merchant_id AND e.subject_id = p.payment_id
-                                 AND e.kind = 'book_payment') AS booked
+                       b.booked IS NOT NULL AS booked
                 FROM payments p
+                -- A per-row index probe: a hashed subplan would rescan every effect for each page.
+                LEFT JOIN LATERAL (SELECT true AS booked FROM settlement_effects e
+                                   WHERE e.merchant_id = p.merchant_id AND e.subject_id = p.payment_id
+                                     AND e.kind IN ('book_payment', 'book_refund') AND e.kind = 'book_payment'
+                                   LIMIT 1) b ON true
                 WHERE p.merchant_id = $1 AND p.payment_id > $2
                 ORDER BY p.payment_id
                 LIMIT $3
@@ -51,10 +54,12 @@ struct RecordedLedgerSource: Sendable {
             let page = try pool.query("""
                 SELECT r.refund_id, r.payment_id, r.processor_reference, r.amount_minor, r.currency_code,
                        r.status, r.created_at,
-                       EXISTS (SELECT 1 FROM settlement_effects e
-                               WHERE e.merchant_id = r.merchant_id AND e.subject_id = r.refund_id
-                                 AND e.kind = 'book_refund') AS booked
+                       b.booked IS NOT NULL AS booked
                 FROM refunds r
+                LEFT JOIN LATERAL (SELECT true AS booked FROM settlement_effects e
+                                   WHERE e.merchant_id = r.merchant_id AND e.subject_id = r.refund_id
+                                     AND e.kind IN ('book_payment', 'book_refund') AND e.kind = 'book_refund'
+                                   LIMIT 1) b ON true
                 WHERE r.merchant_id = $1 AND r.refund_id > $2
                 ORDER BY r.refund_id
                 LIMIT $3

@@ -226,59 +226,52 @@ private struct ItemWriter {
     let sink: any SettlementEffectSink
     let now: Date
     var ordinal = 0
-    let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
-
-    private struct ItemRow: Encodable {
-        let o: Int
-        let c: String
-        let n: Int?
-        let b: String?
-        let i: ReconciliationItem
-        let l: SettlementLine?
-    }
-
-    private struct EffectRow: Encodable {
-        let k: String
-        let kind: String
-        let s: String?
-        let e: FinanceEffect
-    }
-
     /// `lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
     mutating func write(items: [ReconciliationItem], lines: [SettlementLine], effects: [FinanceEffect],
                         on conn: PostgresConnection) throws {
         if !items.isEmpty {
-            var rows: [ItemRow] = []
-            rows.reserveCapacity(items.count)
+            var json = RowJSON(capacity: items.count * 640)
+            json.beginArray()
             for (index, item) in items.enumerated() {
                 ordinal += 1
-                rows.append(ItemRow(o: ordinal, c: item.category.rawValue, n: item.lineNumber, b: item.batchId,
-                                    i: item, l: index < lines.count ? lines[index] : nil))
+                json.beginObject()
+                json.field("o", ordinal)
+                json.field("c", item.category.rawValue)
+                json.field("n", item.lineNumber)
+                json.field("b", item.batchId)
+                json.item(item)
+                if index < lines.count { json.line(lines[index]) }
+                json.endObject()
             }
-            let json = String(decoding: try encoder.encode(rows), as: UTF8.self)
+            json.endArray()
             _ = try conn.execute("""
                 INSERT INTO settlement_report_items (report_id, ordinal, category, line_number, batch_id, item, line)
                 SELECT $1, r.o, r.c, r.n, r.b, r.i, r.l
                 FROM jsonb_to_recordset($2::jsonb) AS r(o integer, c text, n integer, b text, i jsonb, l jsonb)
-                """, [reportId, json])
+                """, [reportId, json.text])
         }
         if !effects.isEmpty {
-            let rows = effects.map { effect in
-                let subject = effect.kind == .bookRefund ? effect.refundId : effect.paymentId
-                return EffectRow(k: effect.key, kind: effect.kind.rawValue, s: subject, e: effect)
+            var json = RowJSON(capacity: effects.count * 160)
+            json.beginArray()
+            for effect in effects {
+                json.beginObject()
+                json.field("k", effect.key)
+                json.field("kind", effect.kind.rawValue)
+                json.field("s", effect.kind == .bookRefund ? effect.refundId : effect.paymentId)
+                json.field("a", effect.amountMinor)
+                json.field("c", effect.currencyCode)
+                json.field("d", effect.creditDebitIndicator)
+                json.endObject()
             }
-            let json = String(decoding: try encoder.encode(rows), as: UTF8.self)
+            json.endArray()
             let inserted = try conn.query("""
-                INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, effect)
-                SELECT DISTINCT ON (r.k) $1, r.k, $2, r.kind, r.s, r.e
-                FROM jsonb_to_recordset($3::jsonb) AS r(k text, kind text, s text, e jsonb)
+                INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
+                                                currency_code, credit_debit_indicator)
+                SELECT DISTINCT ON (r.k) $1, r.k, $2, r.kind, r.s, r.a, r.c, r.d
+                FROM jsonb_to_recordset($3::jsonb) AS r(k text, kind text, s text, a bigint, c text, d text)
                 ON CONFLICT (merchant_id, effect_key) DO NOTHING
                 RETURNING effect_key
-                """, [merchantId, reportId, json])
+                """, [merchantId, reportId, json.text])
             var fresh = Set<String>()
             for row in inserted.rows { fresh.insert(try row.decode("effect_key")) }
             // Apply in line order, each new key once.
