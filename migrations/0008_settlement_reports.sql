@@ -17,9 +17,11 @@ CREATE TABLE settlement_reports (
 CREATE INDEX settlement_reports_merchant ON settlement_reports (merchant_id, created_at);
 
 -- One row per finding, in report order. `line` keeps the parsed settlement line so that a later
--- revision of its batch can be compared with it (RevisionDiff).
+-- revision of its batch can be compared with it (RevisionDiff). Items and effects are written in
+-- bulk (a million per file) by the same transaction that inserts their report, so they carry no
+-- foreign keys: a per-row FK trigger cost more than the insert itself.
 CREATE TABLE settlement_report_items (
-    report_id    text NOT NULL REFERENCES settlement_reports (report_id),
+    report_id    text NOT NULL,
     ordinal      integer NOT NULL CHECK (ordinal >= 1),
     category     text NOT NULL,
     line_number  integer,
@@ -47,9 +49,9 @@ CREATE TABLE settlement_batches (
 -- (finance-store.md §4.5 point 5), so re-importing or superseding never applies one twice.
 -- Keys are scoped by merchant because two merchants' processors may reuse batch ids.
 CREATE TABLE settlement_effects (
-    merchant_id  text NOT NULL REFERENCES merchants (merchant_id),
+    merchant_id  text NOT NULL,
     effect_key   text NOT NULL,
-    report_id    text NOT NULL REFERENCES settlement_reports (report_id),
+    report_id    text NOT NULL,
     kind         text NOT NULL,
     subject_id   text,
     amount_minor bigint NOT NULL CHECK (amount_minor >= 0),

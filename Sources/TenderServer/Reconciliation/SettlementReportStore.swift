@@ -68,7 +68,11 @@ struct SettlementReportStore: Sendable {
                 try writer.write(items: drained.items, lines: lines, effects: drained.effects, on: conn)
                 let finished = reconciler.report(now: now)
                 // What is left after draining is the recorded items absent from the file.
-                try writer.write(items: finished.items, lines: [], effects: finished.effects, on: conn)
+                for start in stride(from: 0, to: finished.items.count, by: Self.flushLines) {
+                    let end = min(start + Self.flushLines, finished.items.count)
+                    try writer.write(items: Array(finished.items[start..<end]), lines: [], effects: [], on: conn)
+                }
+                try writer.write(items: [], lines: [], effects: finished.effects, on: conn)
 
                 var revision = 1
                 var supersedes: String?
