@@ -88,3 +88,4 @@ scripts/bench-checkout.sh "$port" "$key" "$serve_pid" "$out" "$duration"
 scripts/bench-tokens.sh
 scripts/bench-finance.sh
 scripts/bench-payments.sh
+scripts/bench-reconcile.sh

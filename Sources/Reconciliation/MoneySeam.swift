@@ -1,6 +1,7 @@
-// The only file that knows about currencies and decimal amounts. When the `Money` module lands,
-// this file becomes a thin forwarder to it (ISO 4217 table, exact decimal parsing) and nothing
-// else in Reconciliation changes.
+// The only file that knows about currencies and decimal amounts: it forwards to the `Money` module
+// (ISO 4217 table, exact decimal parsing) and adds the one rule Money does not have, Adyen's
+// shortened fractions ("98.8", "100" for EUR, finance-store.md §4.1).
+import Money
 
 /// How many fraction digits a decimal amount may carry.
 enum FractionDigitsRule {
@@ -26,72 +27,55 @@ enum AmountProblem: Error, Equatable {
 }
 
 enum MoneySeam {
-    /// ISO 4217 minor-unit exponents (List One, current codes); 2 unless listed otherwise.
-    private static let exponents: [String: Int] = {
-        var table: [String: Int] = [:]
-        let two = ["AED", "AUD", "BGN", "BRL", "CAD", "CHF", "CNY", "COP", "CZK", "DKK", "EGP",
-                   "EUR", "GBP", "HKD", "HUF", "IDR", "ILS", "INR", "MAD", "MXN", "MYR", "NGN",
-                   "NOK", "NZD", "PEN", "PHP", "PKR", "PLN", "QAR", "RON", "RSD", "RUB", "SAR",
-                   "SEK", "SGD", "THB", "TRY", "TWD", "UAH", "USD", "ZAR"]
-        let zero = ["BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX",
-                    "UYI", "VND", "VUV", "XAF", "XOF", "XPF"]
-        let three = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"]
-        for code in two { table[code] = 2 }
-        for code in zero { table[code] = 0 }
-        for code in three { table[code] = 3 }
-        return table
-    }()
-
-    /// The currency's minor-unit exponent, or nil for a code Tender does not know.
+    /// The currency's minor-unit exponent, or nil for a code Money does not accept as payable.
     static func exponent(of currencyCode: String) -> Int? {
-        exponents[currencyCode]
+        (try? Currency(code: currencyCode))?.minorUnits
     }
 
-    /// Parses `-?digits(.digits)?` exactly into minor units; never goes through floating point.
+    /// Parses `-?digits(.digits)?` exactly into minor units through `Currency.parseAmount`.
+    ///
+    /// The sign is taken off first because settlement files may write a signed zero (`-0.00`), which
+    /// Money refuses for payment amounts; with `.atMost` a short fraction is padded with zeros so
+    /// Money sees exactly the currency's digits.
     static func parseMinor(_ text: String, exponent: Int, rule: FractionDigitsRule)
         -> Result<Int64, AmountProblem> {
-        var utf8 = Substring(text).utf8[...]
+        guard let currency = currency(exponent: exponent) else { return .failure(.invalid) }
+        var body = Substring(text)
         var negative = false
-        if utf8.first == UInt8(ascii: "-") {
+        if body.utf8.first == UInt8(ascii: "-") {
             negative = true
-            utf8 = utf8.dropFirst()
+            body = body.dropFirst()
         }
-        var whole: Int64 = 0
-        var wholeDigits = 0
-        var fraction: Int64 = 0
-        var fractionDigits = 0
-        var sawPoint = false
-        for byte in utf8 {
-            if byte == UInt8(ascii: ".") {
-                if sawPoint { return .failure(.invalid) }
-                sawPoint = true
-                continue
-            }
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else {
-                return .failure(.invalid)
-            }
-            let digit = Int64(byte - UInt8(ascii: "0"))
-            if sawPoint {
-                fractionDigits += 1
-                if fractionDigits > exponent { return .failure(.wrongDecimals) }
-                fraction = fraction * 10 + digit
-            } else {
-                wholeDigits += 1
-                let (times, overflow1) = whole.multipliedReportingOverflow(by: 10)
-                let (sum, overflow2) = times.addingReportingOverflow(digit)
-                if overflow1 || overflow2 { return .failure(.overflow) }
-                whole = sum
+        var normalized = String(body)
+        if rule == .atMost {
+            let point = body.utf8.firstIndex(of: UInt8(ascii: "."))
+            let fractionDigits = point.map { body.utf8.distance(from: $0, to: body.utf8.endIndex) - 1 } ?? 0
+            // "5." stays as written so that Money refuses it as malformed.
+            if point == nil || fractionDigits > 0, fractionDigits < exponent {
+                if point == nil { normalized += "." }
+                normalized += String(repeating: "0", count: exponent - fractionDigits)
             }
         }
-        // "1." and ".5" are not amounts; neither is "-".
-        if wholeDigits == 0 || (sawPoint && fractionDigits == 0) { return .failure(.invalid) }
-        if rule == .exact && fractionDigits != exponent { return .failure(.wrongDecimals) }
-        for _ in fractionDigits..<exponent { fraction *= 10 }
-        var scale: Int64 = 1
-        for _ in 0..<exponent { scale *= 10 }
-        let (scaled, overflow1) = whole.multipliedReportingOverflow(by: scale)
-        let (minor, overflow2) = scaled.addingReportingOverflow(fraction)
-        if overflow1 || overflow2 { return .failure(.overflow) }
-        return .success(negative ? -minor : minor)
+        do {
+            let magnitude = try currency.parseAmount(normalized, allowNegative: false)
+            return .success(negative ? -magnitude : magnitude)
+        } catch {
+            switch error.code {
+            case .amountWrongDecimals: return .failure(.wrongDecimals)
+            case .amountOverflow: return .failure(.overflow)
+            default: return .failure(.invalid)
+            }
+        }
     }
+
+    /// One representative currency per exponent: parsing depends only on the digit count.
+    private static func currency(exponent: Int) -> Currency? { byExponent[exponent] }
+
+    private static let byExponent: [Int: Currency] = {
+        var table: [Int: Currency] = [:]
+        for currency in Currency.all where table[currency.minorUnits] == nil {
+            table[currency.minorUnits] = currency
+        }
+        return table
+    }()
 }

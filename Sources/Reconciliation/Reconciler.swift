@@ -253,6 +253,7 @@ public struct Reconciler {
     private var effects: [FinanceEffect] = []
     private var batchTotals: [BatchKey: BatchTotal] = [:]
     private var lineCount = 0
+    private var lineCounts: [ReconciliationCategory: Int] = [:]
 
     private struct BatchKey: Hashable { var batchId: String; var currencyCode: String }
     private struct BatchTotal { var lines: Int64 = 0; var payout: Int64 = 0; var payoutLines = 0 }
@@ -299,6 +300,7 @@ public struct Reconciler {
             item.category = .duplicate
             item.reason = "repeated_line"
             lineItems.append(item)
+            lineCounts[.duplicate, default: 0] += 1
             return
         }
         accumulateBatch(line)
@@ -330,7 +332,22 @@ public struct Reconciler {
             addEffect(.payout, line, amount: line.netMinor, type: "transfer")
         }
         lineItems.append(item)
+        lineCounts[item.category, default: 0] += 1
     }
+
+    /// Line items and effects produced since the last drain, handed over and forgotten, so a caller
+    /// that stores them in batches keeps memory flat however long the file is. `report(now:)` still
+    /// counts drained items but lists only those not drained.
+    public mutating func drain() -> (items: [ReconciliationItem], effects: [FinanceEffect]) {
+        defer {
+            lineItems.removeAll(keepingCapacity: true)
+            effects.removeAll(keepingCapacity: true)
+        }
+        return (lineItems, effects)
+    }
+
+    /// Number of line items and effects waiting to be drained.
+    public var pendingCount: Int { lineItems.count + effects.count }
 
     private func findPayment(_ line: SettlementLine) -> Int? {
         if let id = line.paymentId, let index = paymentById[id] { return index }
@@ -503,8 +520,8 @@ public struct Reconciler {
         absent.sort { ($0.0, $0.1) < ($1.0, $1.1) }
         let items = lineItems + absent.map(\.2)
         var counts: [String: Int] = [:]
-        for category in ReconciliationCategory.allCases { counts[category.rawValue] = 0 }
-        for item in items { counts[item.category.rawValue, default: 0] += 1 }
+        for category in ReconciliationCategory.allCases { counts[category.rawValue] = lineCounts[category] ?? 0 }
+        for item in absent { counts[item.2.category.rawValue, default: 0] += 1 }
         let batches = batchTotals.map { key, total in
             let difference = total.payout &- total.lines
             return BatchBalance(batchId: key.batchId, currencyCode: key.currencyCode,

@@ -52,6 +52,7 @@ public final class TenderApp: Sendable {
         registerFinanceRoutes(into: &router)
         registerPaymentsRoutes(into: &router)
         registerMerchantValidationRoutes(into: &router)
+        registerSettlementReportRoutes(into: &router)
         return router
     }
 

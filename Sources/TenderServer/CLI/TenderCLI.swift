@@ -18,6 +18,7 @@ public enum TenderCLI {
           sandbox bootstrap     create the sandbox merchant and print its API key the first time
           sandbox init|token    a local stand-in for Apple: test CA files, minted EC_v1 tokens
           finance-bench         print the finance feed's catch-up and live-latency figures
+          reconcile             import a settlement report file and print the reconciliation summary
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -53,6 +54,8 @@ public enum TenderCLI {
             case "sandbox":
                 return try SandboxCommands.run(rest, environment: environment).rawValue
             case "finance-bench": return try FinanceBenchCommand.run(rest, environment: environment).rawValue
+            case "reconcile":
+                return try ReconcileCommand.run(rest, environment: environment).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue

@@ -1,0 +1,72 @@
+import Foundation
+import Postgres
+@testable import TenderServer
+
+/// Test-only stand-in for the payments engineer's tables (migrations/0006_payments.sql): exactly the
+/// columns reconciliation reads. Once the real migration is merged, `CREATE TABLE IF NOT EXISTS`
+/// leaves the real tables alone.
+enum LedgerFixture {
+    static func install(_ pool: PostgresPool) throws {
+        try pool.withConnection { conn in
+            try conn.simpleQuery("""
+                CREATE TABLE IF NOT EXISTS payments (
+                    payment_id           text PRIMARY KEY,
+                    merchant_id          text NOT NULL REFERENCES merchants (merchant_id),
+                    session_id           text,
+                    status               text NOT NULL CHECK (status IN ('succeeded', 'declined', 'pending', 'failed')),
+                    amount_minor         bigint NOT NULL,
+                    currency_code        text NOT NULL,
+                    processor_reference  text,
+                    created_at           timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE TABLE IF NOT EXISTS refunds (
+                    refund_id            text PRIMARY KEY,
+                    payment_id           text NOT NULL REFERENCES payments (payment_id),
+                    merchant_id          text NOT NULL REFERENCES merchants (merchant_id),
+                    status               text NOT NULL CHECK (status IN ('succeeded', 'declined', 'pending')),
+                    amount_minor         bigint NOT NULL,
+                    currency_code        text NOT NULL,
+                    processor_reference  text,
+                    created_at           timestamptz NOT NULL DEFAULT now()
+                );
+                """)
+        }
+    }
+
+    static func payment(_ pool: PostgresPool, merchantId: String, id: String, amountMinor: Int64,
+                        currency: String = "USD", status: String = "succeeded", reference: String? = nil,
+                        createdAt: Date = Date()) throws {
+        try pool.execute("""
+            INSERT INTO payments (payment_id, merchant_id, session_id, status, amount_minor, currency_code,
+                                  processor_reference, created_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            """, [id, merchantId, "cs_" + id.dropFirst(4), status, amountMinor, currency, reference, createdAt])
+    }
+
+    static func refund(_ pool: PostgresPool, merchantId: String, id: String, paymentId: String,
+                       amountMinor: Int64, currency: String = "USD", status: String = "succeeded",
+                       reference: String? = nil) throws {
+        try pool.execute("""
+            INSERT INTO refunds (refund_id, payment_id, merchant_id, status, amount_minor, currency_code,
+                                 processor_reference)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            """, [id, paymentId, merchantId, status, amountMinor, currency, reference])
+    }
+
+    static func count(_ pool: PostgresPool, _ table: String) throws -> Int {
+        let sql: SQL
+        switch table {
+        case "settlement_reports": sql = "SELECT count(*) AS n FROM settlement_reports"
+        case "settlement_report_items": sql = "SELECT count(*) AS n FROM settlement_report_items"
+        case "settlement_effects": sql = "SELECT count(*) AS n FROM settlement_effects"
+        default: sql = "SELECT count(*) AS n FROM settlement_batches"
+        }
+        return try pool.query(sql).first?.decode("n", as: Int.self) ?? -1
+    }
+}
+
+/// Real-looking ids: `pay_` / `re_` + 24 lowercase alphanumerics, unique per test run.
+func fixtureId(_ prefix: String, _ label: String) -> String {
+    let tail = (label + UUID().uuidString.lowercased().filter { $0.isLetter || $0.isNumber })
+    return prefix + String(tail.prefix(24))
+}
