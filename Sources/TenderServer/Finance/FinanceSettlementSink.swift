@@ -49,7 +49,9 @@ struct FinanceSettlementSink: SettlementEffectSink {
             event = .adjustment(adjustmentID: id, direction: effect.creditDebitIndicator == "debit" ? .debit : .credit,
                                 money: money, note: String(effect.originalDescription.prefix(200)), at: at)
         case .payout:
-            event = .payout(payoutID: id, bankReference: String(effect.batchId.prefix(64)), money: money, at: at)
+            // The ledger's bank reference may not contain ':' (Adyen batches are "account:number").
+            let reference = String(effect.batchId.replacingOccurrences(of: ":", with: "-").prefix(64))
+            event = .payout(payoutID: id, bankReference: reference.isEmpty ? "unreferenced" : reference, money: money, at: at)
         }
         do {
             try recorder.apply(event, merchantId: merchantId, on: conn, now: now)

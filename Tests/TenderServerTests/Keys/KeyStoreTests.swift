@@ -280,14 +280,16 @@ struct TokenServiceTests {
         try f.importKey(key)
         let service = f.service()
         var token = try f.token(for: key)
-        // Flip one base64 character of `data`: the signed content changes.
-        let text = String(decoding: token, as: UTF8.self)
-        let range = try #require(text.range(of: "\"data\":\""))
-        let index = text.index(range.upperBound, offsetBy: 10)
-        var chars = Array(text)
-        let offset = text.distance(from: text.startIndex, to: index)
-        chars[offset] = chars[offset] == "A" ? "B" : "A"
-        token = Array(String(chars).utf8)
+        // Flip one bit of the decoded `data`: the signed content changes. (Editing the JSON text could
+        // land inside an escape such as `\/` and make the JSON itself malformed.)
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(token)) as? [String: Any])
+        var paymentData = try #require(object["paymentData"] as? [String: Any])
+        let encoded = try #require(paymentData["data"] as? String)
+        var data = try #require(Data(base64Encoded: encoded))
+        data[10] ^= 0x01
+        paymentData["data"] = data.base64EncodedString()
+        object["paymentData"] = paymentData
+        token = Array(try JSONSerialization.data(withJSONObject: object))
         #expect(code { _ = try service.verifyAndDecrypt(tokenJSON: token, merchantId: KeyFixture.merchantId, now: f.now) } == .messageDigestMismatch)
         #expect(service.cachedMerchantCount == 0)
         // Stale: the service's tokenAgeMaxSeconds applies.

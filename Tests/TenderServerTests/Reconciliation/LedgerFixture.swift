@@ -36,11 +36,25 @@ enum LedgerFixture {
     static func payment(_ pool: PostgresPool, merchantId: String, id: String, amountMinor: Int64,
                         currency: String = "USD", status: String = "succeeded", reference: String? = nil,
                         createdAt: Date = Date()) throws {
+        // A payment row as the payments service leaves it once the outcome is recorded, on a session of its own.
+        let sessionId = "cs_" + id.dropFirst(4)
         try pool.execute("""
-            INSERT INTO payments (payment_id, merchant_id, session_id, status, amount_minor, currency_code,
-                                  processor_reference, created_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-            """, [id, merchantId, "cs_" + id.dropFirst(4), status, amountMinor, currency, reference, createdAt])
+            INSERT INTO checkout_sessions (session_id, merchant_id, status, version, currency_code, total_minor,
+                                           expires_at, client_secret_sha256, application_data, application_data_sha256)
+            VALUES ($1, $2, $3, 1, $4, $5, now() + interval '1 hour', $6, 'AA==', $7)
+            """, [sessionId, merchantId, status == "succeeded" ? "paid" : "open", currency, amountMinor,
+                  [UInt8](repeating: 7, count: 32), String(repeating: "0", count: 64)])
+        try pool.execute("""
+            INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
+                                  processor_reference, decline_code, failure_code, apple_transaction_id, processor_key,
+                                  created_at)
+            VALUES ($1, $2, $3, $4, 'outcome_recorded', $5, $6, $7, $8, $9, $10, $11, $12)
+            """, [id, merchantId, sessionId, status, amountMinor, currency,
+                  reference ?? (status == "succeeded" ? "psp_" + id : nil),
+                  status == "declined" ? "do_not_honor" : nil,
+                  status == "failed" ? "token_rejected" : nil,
+                  status == "failed" ? nil : "tx_" + id,
+                  "tender:\(id):authorize", createdAt])
     }
 
     static func refund(_ pool: PostgresPool, merchantId: String, id: String, paymentId: String,
@@ -48,9 +62,10 @@ enum LedgerFixture {
                        reference: String? = nil) throws {
         try pool.execute("""
             INSERT INTO refunds (refund_id, payment_id, merchant_id, status, amount_minor, currency_code,
-                                 processor_reference)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
-            """, [id, paymentId, merchantId, status, amountMinor, currency, reference])
+                                 processor_reference, decline_code, processor_key)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            """, [id, paymentId, merchantId, status, amountMinor, currency, reference,
+                  status == "declined" ? "do_not_honor" : nil, "tender:\(id):refund"])
     }
 
     static func count(_ pool: PostgresPool, _ table: String) throws -> Int {
