@@ -20,6 +20,11 @@ public final class FinanceFeedHub: Sendable {
         public var pollIntervalMilliseconds = 1_000
         /// Pages one subscriber may take per turn, so one catch-up cannot starve live subscribers.
         public var pagesPerTurnMax = 8
+        /// After a NOTIFY whose read found nothing new (the row still sat at or above the horizon,
+        /// held back by another open transaction in the cluster), re-read this often…
+        public var recheckIntervalMilliseconds = 5
+        /// …for at most this long, instead of waiting for the next full scan.
+        public var recheckWindowMilliseconds = 250
         /// Most simultaneous subscribers; more are refused with 503.
         public var subscribersMax = 1_000
         /// The documented defaults.
@@ -35,6 +40,10 @@ public final class FinanceFeedHub: Sendable {
         /// An event read but not yet sent for lack of buffer room.
         var pending: [UInt8]?
         var lastSentNanoseconds: UInt64
+        /// While a NOTIFY-triggered read has not yet delivered anything: re-read at `recheckAt`
+        /// until `recheckUntil` (0 = not rechecking).
+        var recheckAt: UInt64 = 0
+        var recheckUntil: UInt64 = 0
     }
 
     private struct State {
@@ -119,15 +128,25 @@ public final class FinanceFeedHub: Sendable {
     private func run(_ listener: PostgresListener) {
         var lastFullScan = Self.nowNanoseconds()
         while state.withLock({ $0.running }) {
-            let busy = state.withLock { $0.subscribers.values.contains { $0.due || $0.pending != nil } }
-            let (notifications, reconnected) = listener.wait(timeoutMilliseconds: busy ? 1 : 50)
+            let (busy, rechecking) = state.withLock { state -> (Bool, Bool) in
+                (state.subscribers.values.contains { $0.due || $0.pending != nil },
+                 state.subscribers.values.contains { $0.recheckUntil != 0 })
+            }
+            let timeout = busy ? 1 : (rechecking ? settings.recheckIntervalMilliseconds : 50)
+            let (notifications, reconnected) = listener.wait(timeoutMilliseconds: timeout)
             let woken = Set(notifications.map(\.payload))
             let now = Self.nowNanoseconds()
             let fullScan = reconnected || now - lastFullScan >= UInt64(settings.pollIntervalMilliseconds) * 1_000_000
             if fullScan { lastFullScan = now }
             let due = state.withLock { state -> [(Int, Subscriber)] in
-                for (id, subscriber) in state.subscribers where fullScan || woken.contains(subscriber.scope.merchantID) {
-                    state.subscribers[id]?.due = true
+                for (id, subscriber) in state.subscribers {
+                    if woken.contains(subscriber.scope.merchantID) {
+                        state.subscribers[id]?.due = true
+                        state.subscribers[id]?.recheckUntil = now + UInt64(settings.recheckWindowMilliseconds) * 1_000_000
+                        state.subscribers[id]?.recheckAt = 0
+                    } else if fullScan || (subscriber.recheckUntil != 0 && now >= subscriber.recheckAt) {
+                        state.subscribers[id]?.due = true
+                    }
                 }
                 return state.subscribers.filter { $0.value.due || $0.value.pending != nil }.map { ($0.key, $0.value) }
             }
@@ -141,8 +160,22 @@ public final class FinanceFeedHub: Sendable {
         }
     }
 
-    /// Sends what `subscriber` has not seen yet: up to `pagesPerTurnMax` pages, as the buffer allows.
+    /// Serves one turn; a woken read that found nothing new keeps the subscriber rechecking briefly,
+    /// because the row may still sit at or above the horizon (another transaction held it back).
     private func serve(_ original: Subscriber) -> Subscriber {
+        var subscriber = serveTurn(original)
+        guard original.due, subscriber.recheckUntil != 0 else { return subscriber }
+        let now = Self.nowNanoseconds()
+        if subscriber.position != original.position || now >= subscriber.recheckUntil {
+            subscriber.recheckUntil = 0
+        } else {
+            subscriber.recheckAt = now + UInt64(settings.recheckIntervalMilliseconds) * 1_000_000
+        }
+        return subscriber
+    }
+
+    /// Sends what `subscriber` has not seen yet: up to `pagesPerTurnMax` pages, as the buffer allows.
+    private func serveTurn(_ original: Subscriber) -> Subscriber {
         var subscriber = original
         let stream = subscriber.stream
         if let pending = subscriber.pending {
@@ -160,8 +193,7 @@ public final class FinanceFeedHub: Sendable {
                                                   pageSize: settings.pageSize, codec: codec, now: now, on: conn)
                 }
                 if page.newPosition != subscriber.position {
-                    let event = try SSEEvent(id: page.newToken, event: "changes",
-                                             data: String(decoding: page.jsonBody(), as: UTF8.self)).encoded
+                    let event = try Self.changesFrame(token: page.newToken, body: page.jsonBody())
                     subscriber.position = page.newPosition
                     if event.count <= stream.bufferBytesMax - stream.bufferedBytes {
                         _ = stream.send(event)
@@ -199,6 +231,24 @@ public final class FinanceFeedHub: Sendable {
             subscriber.due = false
         }
         return subscriber
+    }
+
+    /// A `changes` event built straight from the page's bytes. The body is one JSON line (jsonb text
+    /// and the page builder never emit a raw line break), so it is a single `data:` field; anything else
+    /// goes through `SSEEvent`, which splits lines (§9.2.5).
+    static func changesFrame(token: String, body: [UInt8]) throws -> [UInt8] {
+        let tokenSafe = !token.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 })
+        guard tokenSafe, !body.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
+            return try SSEEvent(id: token, event: "changes", data: String(decoding: body, as: UTF8.self)).encoded
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(body.count + token.utf8.count + 32)
+        out += "id: ".utf8
+        out += token.utf8
+        out += "\nevent: changes\ndata: ".utf8
+        out += body
+        out += [0x0A, 0x0A]
+        return out
     }
 
     private func heartbeat() {
