@@ -22,22 +22,17 @@ $bin migrate >/dev/null
 $bin merchants add --merchant-id merchant.bench.recon --display-name Bench --domain bench.test --country US \
   --currencies USD >/dev/null
 
-# The payments table comes from the payments migration; until it is present, the same columns.
-psql -q "$TENDER_DATABASE_URL" <<'SQL'
-CREATE TABLE IF NOT EXISTS payments (
-    payment_id text PRIMARY KEY, merchant_id text NOT NULL, session_id text, status text NOT NULL,
-    amount_minor bigint NOT NULL, currency_code text NOT NULL, processor_reference text,
-    created_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS refunds (
-    refund_id text PRIMARY KEY, payment_id text NOT NULL, merchant_id text NOT NULL, status text NOT NULL,
-    amount_minor bigint NOT NULL, currency_code text NOT NULL, processor_reference text,
-    created_at timestamptz NOT NULL DEFAULT now());
-SQL
-psql -q "$TENDER_DATABASE_URL" -v n="$payments" <<'SQL'
-INSERT INTO payments (payment_id, merchant_id, session_id, status, amount_minor, currency_code,
-                      processor_reference, created_at)
+# Recorded payments straight into the payments table (migrations/0006). Checkout sessions are not
+# part of what is measured, so the bench database drops the session foreign key rather than
+# inventing a million sessions. ON_ERROR_STOP: a ledger that failed to load would make every line
+# `missing_in_ledger` and the figures meaningless.
+psql -q -v ON_ERROR_STOP=1 "$TENDER_DATABASE_URL" -v n="$payments" <<'SQL'
+ALTER TABLE payments DROP CONSTRAINT IF EXISTS payments_session_id_fkey;
+INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
+                      processor_reference, processor_key, apple_transaction_id, created_at)
 SELECT 'pay_' || lpad(g::text, 24, '0'), 'merchant.bench.recon', 'cs_' || lpad(g::text, 24, '0'),
-       'succeeded', 1000 + g % 9000, 'USD', 'psp_' || g, now() - interval '1 day'
+       'succeeded', 'outcome_recorded', 1000 + g % 9000, 'USD', 'psp_' || g, 'simulator', 'atx_' || g,
+       now() - interval '1 day'
 FROM generate_series(1, :n) AS g;
 ANALYZE payments;
 SQL
@@ -77,3 +72,11 @@ echo
 echo "reconciliation: generic report vs $payments recorded payments (import + match + store)"
 run "$out/recon-small.csv" "$small" small
 run "$out/recon-large.csv" "$lines" large
+# A report that matched nothing measured the wrong thing.
+python3 - "$out/recon-large.json" <<'PY'
+import json, sys
+counts = json.load(open(sys.argv[1]))["counts"]
+print("large report counts:", {k: v for k, v in sorted(counts.items()) if v})
+if counts.get("matched", 0) == 0:
+    sys.exit("bench-reconcile: no line matched a recorded payment; the ledger did not load")
+PY
