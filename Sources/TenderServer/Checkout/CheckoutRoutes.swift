@@ -38,7 +38,7 @@ enum SessionCaller {
 
 /// The outcome of an update transaction; `expired` commits the status change before the 410.
 enum UpdateOutcome {
-    case updated(body: [UInt8], version: Int)
+    case updated(body: [UInt8], version: Int, cached: CachedSessionVersion)
     case repeated(storedJSON: String, version: Int)
     case expired
 }
@@ -144,21 +144,20 @@ extension TenderApp {
                 try CheckoutStore.markExpired(sessionId, on: conn)
                 return .expired
             }
-            guard let latest = try CheckoutStore.version(sessionId, session.version, on: conn) else {
-                throw TenderError("session_version_missing", "session \(sessionId) has no version \(session.version)")
-            }
+            let latest = try Self.latestVersion(sessionId, session.version, on: conn)
             if latest.event == event.rawValue, latest.inputSHA256 == inputHash, let stored = latest.responseJSON {
-                return .repeated(storedJSON: stored, version: latest.version)
+                return .repeated(storedJSON: stored, version: session.version)
             }
-            let checkout = try Self.decodeCheckout(latest.checkoutJSON)
-            let (next, body) = try self.recalculate(command, checkout: checkout, merchantId: session.merchantId,
+            let (next, body) = try self.recalculate(command, checkout: latest.checkout, merchantId: session.merchantId,
                                                     now: now, on: conn)
             let version = session.version + 1
+            let responseJSON = String(decoding: body, as: UTF8.self)
             try CheckoutStore.append(sessionId: sessionId, version: version, event: event.rawValue,
                                      totalMinor: next.totalMinor, checkoutJSON: try Self.jsonText(next),
-                                     inputSHA256: inputHash, responseJSON: String(decoding: body, as: UTF8.self),
-                                     on: conn)
-            return .updated(body: body, version: version)
+                                     inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
+            return .updated(body: body, version: version,
+                            cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash,
+                                                         responseJSON: responseJSON, checkout: next))
         }
 
         let body: [UInt8]
@@ -166,7 +165,9 @@ extension TenderApp {
         switch outcome {
         case .expired:
             throw CheckoutProblems.sessionExpired
-        case .updated(let bytes, let v):
+        case .updated(let bytes, let v, let entry):
+            // Only now, with the version committed, may later updates start from it without reading it back.
+            Self.checkoutVersions.insert(sessionId: sessionId, version: v, entry)
             (body, version) = (bytes, v)
         case .repeated(let stored, let v):
             // jsonb reorders keys; re-encoding with the shared sorted-keys encoder restores the exact bytes.
@@ -202,6 +203,19 @@ extension TenderApp {
         } catch let error as PaymentRequestError {
             throw CheckoutProblems.unprocessable(error)
         }
+    }
+
+    /// Process-wide cache of decoded session versions (immutable once committed; see `SessionVersionCache`).
+    static let checkoutVersions = SessionVersionCache<CachedSessionVersion>()
+
+    /// The latest version, from the cache when this process committed it, else read and decoded.
+    static func latestVersion(_ sessionId: String, _ version: Int, on conn: PostgresConnection) throws -> CachedSessionVersion {
+        if let cached = checkoutVersions.entry(sessionId: sessionId, version: version) { return cached }
+        guard let stored = try CheckoutStore.version(sessionId, version, on: conn) else {
+            throw TenderError("session_version_missing", "session \(sessionId) has no version \(version)")
+        }
+        return CachedSessionVersion(event: stored.event, inputSHA256: stored.inputSHA256,
+                                    responseJSON: stored.responseJSON, checkout: try decodeCheckout(stored.checkoutJSON))
     }
 
     // MARK: - Auth

@@ -244,17 +244,12 @@ public final class PaymentsService: Sendable {
         let network = String((decrypted.token.paymentMethod?.network ?? "unknown").prefix(32))
         let paymentId = Self.newId(prefix: "pay_")
         // Apple step 5: the transactionId claim is a unique constraint, decided atomically with the insert.
-        let inserted = try conn.query("""
-            INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
-                                  network, last4, expiration_month, expiration_year, apple_transaction_id, processor_key,
-                                  idempotency_key, encrypted_token, next_resolve_at)
-            VALUES ($1, $2, $3, 'pending', 'accepted', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                    now() + $14 * interval '1 millisecond')
-            ON CONFLICT DO NOTHING RETURNING payment_id
-            """, [paymentId, merchantId, sessionId, totalMinor, currencyCode, network, decrypted.paymentData.panLastFour,
-                  expiry?.month, expiry?.year, decrypted.token.transactionIdHex.lowercased(),
-                  ProcessorKey.authorization(paymentId: paymentId), key, tokenJSON, settings.keyLockMilliseconds])
-        if inserted.first == nil {
+        // One statement inserts the payment, points the key at it and returns the row (no re-read).
+        guard let payment = try conn.query(Self.acceptSQL, [
+            paymentId, merchantId, sessionId, totalMinor, currencyCode, network, decrypted.paymentData.panLastFour,
+            expiry?.month, expiry?.year, decrypted.token.transactionIdHex.lowercased(),
+            ProcessorKey.authorization(paymentId: paymentId), key, tokenJSON, settings.keyLockMilliseconds,
+        ]).first.map(PaymentRecord.init(row:)) else {
             if try conn.query("SELECT 1 AS seen FROM payments WHERE apple_transaction_id = $1",
                               [decrypted.token.transactionIdHex.lowercased()]).first != nil {
                 return try refusal.record(.tokenReplayed, status: 409, code: "token_replayed",
@@ -263,15 +258,56 @@ public final class PaymentsService: Sendable {
             return try refusal.record(.sessionPaymentInProgress, status: 409, code: "session_payment_in_progress",
                                       "Another payment of this checkout session is in progress or succeeded.")
         }
-        _ = try conn.execute("""
-            UPDATE idempotency_keys SET recovery_point = 'accepted', resource_id = $3
-            WHERE merchant_id = $1 AND idempotency_key = $2
-            """, [merchantId, key, paymentId])
-        guard let payment = try PaymentRecord.load(paymentId, on: conn) else {
-            throw PaymentProblems.internalError
-        }
         return .proceed(payment, decrypted)
     }
+
+    /// Phase 1's insert: the payment (`accepted`), the key's move to `accepted` with its resource id, and
+    /// the new row, in one round trip. No row back means the insert conflicted (transactionId or session).
+    static let acceptSQL: SQL = """
+        WITH inserted AS (
+            INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
+                                  network, last4, expiration_month, expiration_year, apple_transaction_id, processor_key,
+                                  idempotency_key, encrypted_token, next_resolve_at)
+            VALUES ($1, $2, $3, 'pending', 'accepted', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+                    now() + $14 * interval '1 millisecond')
+            ON CONFLICT DO NOTHING
+            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
+                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
+                      apple_transaction_id, processor_key, idempotency_key, created_at
+        ), claimed AS (
+            UPDATE idempotency_keys SET recovery_point = 'accepted', resource_id = $1
+            WHERE merchant_id = $2 AND idempotency_key = $12 AND EXISTS (SELECT 1 FROM inserted)
+        )
+        SELECT * FROM inserted
+        """
+
+    /// Phase 3 for an approval: the pending payment becomes `succeeded` and its session `paid`, returning the
+    /// updated payment. The `status = 'pending'` condition is re-checked under the row lock, so an outcome
+    /// already recorded by another holder returns no row (and is then read as it is).
+    static let approvedSQL: SQL = """
+        WITH updated AS (
+            UPDATE payments SET status = 'succeeded', processor_reference = $2, recovery_point = 'outcome_recorded',
+                   encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
+            WHERE payment_id = $1 AND status = 'pending'
+            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
+                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
+                      apple_transaction_id, processor_key, idempotency_key, created_at
+        ), paid AS (
+            UPDATE checkout_sessions SET status = 'paid', updated_at = now()
+            WHERE session_id = (SELECT session_id FROM updated) AND status = 'open'
+        )
+        SELECT * FROM updated
+        """
+
+    /// Phase 3 for a decline, like `approvedSQL` (the session stays open).
+    static let declinedSQL: SQL = """
+        UPDATE payments SET status = 'declined', decline_code = $2, processor_reference = $3,
+               recovery_point = 'outcome_recorded', encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
+        WHERE payment_id = $1 AND status = 'pending'
+        RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
+                  expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
+                  apple_transaction_id, processor_key, idempotency_key, created_at
+        """
 
     /// Phases 2 and 3: the processor call, then the outcome.
     func complete(_ payment: PaymentRecord, decrypted: DecryptedPaymentToken, requestID: String) throws -> HTTPResponse {
@@ -330,31 +366,28 @@ public final class PaymentsService: Sendable {
     func recordOutcome(paymentId: String, outcome: ProcessorOutcome?) throws -> HTTPResponse {
         try pool.transaction { conn in
             try Self.lockSession(ofPayment: paymentId, on: conn)
-            guard var payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true) else {
-                throw PaymentProblems.internalError
-            }
-            if payment.status == .pending, let outcome {
-                switch outcome {
-                case .approved(let reference, _):
-                    _ = try conn.execute("""
-                        UPDATE payments SET status = 'succeeded', processor_reference = $2, recovery_point = 'outcome_recorded',
-                               encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-                        WHERE payment_id = $1
-                        """, [paymentId, reference])
-                    _ = try conn.execute("""
-                        UPDATE checkout_sessions SET status = 'paid', updated_at = now() WHERE session_id = $1 AND status = 'open'
-                        """, [payment.sessionId])
+            // A known answer is written with one conditional update that returns the row; only when it finds
+            // the payment no longer pending (or the answer is unknown) is the row read and locked instead.
+            var recorded: PaymentRecord?
+            switch outcome {
+            case .approved(let reference, _)?:
+                recorded = try conn.query(Self.approvedSQL, [paymentId, reference]).first.map(PaymentRecord.init(row:))
+                if let payment = recorded {
                     try sink.record(.paymentSucceeded(paymentId: paymentId, sessionId: payment.sessionId,
                                                       amountMinor: payment.amountMinor, currencyCode: payment.currencyCode,
                                                       processorReference: reference),
                                     merchantId: payment.merchantId, on: conn, now: Date())
-                case .declined(let code, let reference):
-                    _ = try conn.execute("""
-                        UPDATE payments SET status = 'declined', decline_code = $2, processor_reference = $3,
-                               recovery_point = 'outcome_recorded', encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-                        WHERE payment_id = $1
-                        """, [paymentId, code, reference])
-                case .unknown(let reason):
+                }
+            case .declined(let code, let reference)?:
+                recorded = try conn.query(Self.declinedSQL, [paymentId, code, reference]).first.map(PaymentRecord.init(row:))
+            case .unknown?, nil:
+                break
+            }
+            if recorded == nil {
+                guard let payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true) else {
+                    throw PaymentProblems.internalError
+                }
+                if payment.status == .pending, case .unknown(let reason)? = outcome {
                     logger.warning("processor outcome unknown", [("payment_id", paymentId), ("reason", reason)])
                     _ = try conn.execute("""
                         UPDATE payments SET recovery_point = 'processor_called', resolve_attempts = resolve_attempts + 1,
@@ -371,9 +404,9 @@ public final class PaymentsService: Sendable {
                     }
                     return Self.paymentResponse(payment)
                 }
-                guard let updated = try PaymentRecord.load(paymentId, on: conn) else { throw PaymentProblems.internalError }
-                payment = updated
+                recorded = payment
             }
+            guard let payment = recorded else { throw PaymentProblems.internalError }
             let response = Self.paymentResponse(payment)
             if let key = payment.idempotencyKey, payment.status != .pending {
                 try KeyClaim.finish(conn: conn, merchantId: payment.merchantId, key: key, response: response)

@@ -1,0 +1,30 @@
+import Testing
+@testable import TenderServer
+
+/// The bounded (session id, version) cache behind checkout updates.
+struct SessionVersionCacheTests {
+    @Test func holdsExactlyEntriesMaxThenEvictsTheOldest() {
+        let cache = SessionVersionCache<Int>(entriesMax: 3)
+        for v in 1...3 { cache.insert(sessionId: "cs_a", version: v, v * 10) }
+        // At the bound: everything is still there.
+        #expect(cache.count == 3)
+        #expect(cache.entry(sessionId: "cs_a", version: 1) == 10)
+        // One past the bound: the oldest (version 1) leaves, the rest stay.
+        cache.insert(sessionId: "cs_a", version: 4, 40)
+        #expect(cache.count == 3)
+        #expect(cache.entry(sessionId: "cs_a", version: 1) == nil)
+        #expect(cache.entry(sessionId: "cs_a", version: 2) == 20)
+        #expect(cache.entry(sessionId: "cs_a", version: 4) == 40)
+    }
+
+    @Test func keysAreSessionAndVersionAndAnEntryIsNeverRewritten() {
+        let cache = SessionVersionCache<Int>(entriesMax: 8)
+        cache.insert(sessionId: "cs_a", version: 1, 1)
+        cache.insert(sessionId: "cs_b", version: 1, 2)
+        cache.insert(sessionId: "cs_a", version: 1, 99)
+        #expect(cache.entry(sessionId: "cs_a", version: 1) == 1)
+        #expect(cache.entry(sessionId: "cs_b", version: 1) == 2)
+        #expect(cache.entry(sessionId: "cs_a", version: 2) == nil)
+        #expect(cache.count == 2)
+    }
+}
