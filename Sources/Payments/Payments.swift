@@ -77,6 +77,8 @@ public enum PaymentFailure: String, Sendable, CaseIterable {
     case currencyMismatch = "currency_mismatch"
     /// `header.applicationData` is not this session's (Apple step 6, token binding).
     case applicationDataMismatch = "application_data_mismatch"
+    /// The token carries EMV data but the request did not offer `supportsEMV` (rule 55).
+    case emvNotRequested = "emv_not_requested"
     /// The session is paid, expired or canceled.
     case sessionNotPayable = "session_not_payable"
     /// Another payment of this session is pending or succeeded.

@@ -189,6 +189,8 @@ public struct SandboxTokenRequest: Sendable {
     public var extraCertificatesForTesting: [Certificate] = []
     /// Add a second SignerInfo (by the intermediate); only tests set it.
     public var signTwiceForTesting = false
+    /// Mint an EMV payload (`emvData` carries the cryptogram field's value) instead of 3DSecure.
+    public var emvPaymentData = false
 
     /// Creates a request with a test card's defaults.
     public init(amountMinor: Int64, currencyCodeNumeric: String, applicationData: [UInt8]?, pan: String = "4111111111111111",
@@ -207,12 +209,13 @@ public struct SandboxTokenRequest: Sendable {
     }
 
     func payloadJSON() throws -> [UInt8] {
-        var inner: [String: String] = ["onlinePaymentCryptogram": cryptogram]
-        if let eciIndicator { inner["eciIndicator"] = eciIndicator }
+        var inner: [String: String] = emvPaymentData ? ["emvData": cryptogram] : ["onlinePaymentCryptogram": cryptogram]
+        if let eciIndicator, !emvPaymentData { inner["eciIndicator"] = eciIndicator }
         let payload: [String: Any] = [
             "applicationPrimaryAccountNumber": pan, "applicationExpirationDate": expirationDate,
             "currencyCode": currencyCodeNumeric, "transactionAmount": NSNumber(value: amountMinor),
-            "deviceManufacturerIdentifier": "040010030273", "paymentDataType": "3DSecure", "paymentData": inner,
+            "deviceManufacturerIdentifier": "040010030273", "paymentDataType": emvPaymentData ? "EMV" : "3DSecure",
+            "paymentData": inner,
         ]
         return Array(try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]))
     }

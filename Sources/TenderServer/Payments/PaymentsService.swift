@@ -197,7 +197,10 @@ public final class PaymentsService: Sendable {
     /// key finished with its problem, all in this transaction.
     func accept(conn: PostgresConnection, sessionId: String, key: String, tokenJSON: [UInt8], requestID: String) throws -> Claim {
         guard let s = try conn.query("""
-            SELECT merchant_id, status, currency_code, total_minor, application_data_sha256, expires_at <= now() AS expired
+            SELECT merchant_id, status, currency_code, total_minor, application_data_sha256, expires_at <= now() AS expired,
+                   COALESCE((SELECT v.checkout #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
+                             FROM checkout_session_versions v WHERE v.session_id = checkout_sessions.session_id
+                             ORDER BY v.version DESC LIMIT 1), false) AS supports_emv
             FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
             """, [sessionId]).first else {
             throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
@@ -239,6 +242,11 @@ public final class PaymentsService: Sendable {
         guard decrypted.paymentData.transactionAmountMinor == totalMinor else {
             return try refusal.record(.amountMismatch, status: 422, code: "amount_mismatch",
                                       "The payment token's amount differs from the checkout session's total.")
+        }
+        // Rule 55: EMV payment data only when the request asked for it (merchantCapabilities supportsEMV).
+        if decrypted.paymentData.paymentDataType.rawValue == "EMV", try !s.decode("supports_emv", as: Bool.self) {
+            return try refusal.record(.emvNotRequested, status: 422, code: "emv_not_requested",
+                                      "The payment token carries EMV data, which this checkout session did not request.")
         }
         let expiry = try? CardMask.expiration(yymmdd: decrypted.paymentData.applicationExpirationDate)
         let network = String((decrypted.token.paymentMethod?.network ?? "unknown").prefix(32))
