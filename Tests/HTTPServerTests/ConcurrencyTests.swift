@@ -86,10 +86,11 @@ final class Gate: Sendable {
             drained.store(test.server.shutdown(drainDeadlineMilliseconds: 20_000) ? 1 : 0, ordering: .relaxed)
         }
         shutdownThread.start()
-        // Once draining, a new request is refused (or, once stopped, the connection is); only then is
-        // the in-flight handler allowed to finish.
+        // Once draining, a new request is refused (before that, this unknown path is a 404; once stopped,
+        // the connection is refused); only then is the in-flight handler allowed to finish. The probe must
+        // not hit /block, whose handler would hold the drain.
         #expect(eventually {
-            guard let fresh = try? RawClient(port: port), let r = try? fresh.roundTrip("GET /block HTTP/1.1\r\nHost: t\r\n\r\n") else { return true }
+            guard let fresh = try? RawClient(port: port), let r = try? fresh.roundTrip("GET /no-such-route HTTP/1.1\r\nHost: t\r\n\r\n") else { return true }
             return r.status == 503 && r.json?["code"] as? String == "server_shutting_down" && r.header("Connection")?.lowercased() == "close"
         })
         gate.release()
