@@ -79,6 +79,8 @@ public enum PaymentFailure: String, Sendable, CaseIterable {
     case applicationDataMismatch = "application_data_mismatch"
     /// The token carries EMV data but the request did not offer `supportsEMV` (rule 55).
     case emvNotRequested = "emv_not_requested"
+    /// The shipping contact given at authorization is not serviceable at the session's total (rule 53).
+    case shippingContactInvalid = "shipping_contact_invalid"
     /// The session is paid, expired or canceled.
     case sessionNotPayable = "session_not_payable"
     /// Another payment of this session is pending or succeeded.

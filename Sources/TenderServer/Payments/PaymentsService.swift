@@ -4,6 +4,7 @@ import Foundation
 import HTTPServer
 import Money
 import Observability
+import PaymentRequest
 import Payments
 import Postgres
 import Synchronization
@@ -102,6 +103,7 @@ public final class PaymentsService: Sendable {
         let sessionId = request.pathParameters["id"] ?? ""
         let session = try authorizeSession(request, sessionId: sessionId)
         let tokenJSON = try Self.tokenJSON(fromBody: request.body)
+        let shippingContact = try Self.shippingContact(fromBody: request.body)
         let fingerprint = Idempotency.fingerprint(request)
 
         let claim: Claim = try pool.transaction { conn in
@@ -110,7 +112,8 @@ public final class PaymentsService: Sendable {
             case .replay(let response): return .respond(response)
             case .resume(_, let resourceId?): return .resume(paymentId: resourceId)
             case .fresh, .resume(_, nil):
-                return try accept(conn: conn, sessionId: sessionId, key: key, tokenJSON: tokenJSON, requestID: request.requestID)
+                return try accept(conn: conn, sessionId: sessionId, key: key, tokenJSON: tokenJSON,
+                                  shippingContact: shippingContact, requestID: request.requestID)
             }
         }
         switch claim {
@@ -172,6 +175,39 @@ public final class PaymentsService: Sendable {
         return Array(bytes)
     }
 
+    /// The body's `shippingContact` (Apple's object, new fields tolerated), or nil when absent.
+    static func shippingContact(fromBody body: [UInt8]) throws(HTTPProblem) -> ApplePayPaymentContact? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let contact = object["shippingContact"] as? [String: Any],
+              let bytes = try? JSONSerialization.data(withJSONObject: contact) else { return nil }
+        guard let decoded = try? JSONCoding.decoder.decode(ApplePayPaymentContact.self, from: bytes) else {
+            throw HTTPProblem(status: 400, code: "malformed_json", title: "Malformed JSON",
+                              detail: "shippingContact is not an ApplePayPaymentContact.",
+                              errors: [.init(field: "shippingContact", code: "invalid_value", message: "Not a payment contact.")])
+        }
+        return decoded
+    }
+
+    /// Rule 53: the full shipping contact Apple hands over at authorization is re-validated against the
+    /// session's latest version; it must be serviceable and must not change the total the token carries.
+    func shippingContactProblem(conn: PostgresConnection, sessionId: String, contact: ApplePayPaymentContact,
+                                totalMinor: Int64) throws -> [ApplePayError]? {
+        guard let row = try conn.query("""
+            SELECT checkout::text AS checkout FROM checkout_session_versions
+            WHERE session_id = $1 ORDER BY version DESC LIMIT 1
+            """, [sessionId]).first else { return nil }
+        let text: String = try row.decode("checkout")
+        let checkout = try JSONCoding.decoder.decode(PricedCheckout.self, from: Data(text.utf8))
+        let recalculated = try checkout.updatingShippingContact(contact, now: Timestamp(unixSeconds: Int64(Date().timeIntervalSince1970)))
+        let errors = recalculated.update.errors ?? []
+        if !errors.isEmpty { return errors }
+        if recalculated.checkout.totalMinor != totalMinor {
+            return [ApplePayError(code: .shippingContactInvalid, contactField: .postalAddress,
+                                  message: "The total changed for this address; please review the order.")]
+        }
+        return nil
+    }
+
     /// Deepest bracket nesting outside strings, checked before the recursive JSON parser sees the body.
     static func nestingDepth(_ body: [UInt8]) -> Int {
         var depth = 0, deepest = 0, inString = false, escaped = false
@@ -195,7 +231,8 @@ public final class PaymentsService: Sendable {
     /// Phase 1 for a fresh key: session checks, token verification and binding (Apple steps 1–6), then
     /// the payment row claiming the transactionId. A refusal is recorded as a `failed` payment and the
     /// key finished with its problem, all in this transaction.
-    func accept(conn: PostgresConnection, sessionId: String, key: String, tokenJSON: [UInt8], requestID: String) throws -> Claim {
+    func accept(conn: PostgresConnection, sessionId: String, key: String, tokenJSON: [UInt8],
+                shippingContact: ApplePayPaymentContact? = nil, requestID: String) throws -> Claim {
         guard let s = try conn.query("""
             SELECT merchant_id, status, currency_code, total_minor, application_data_sha256, expires_at <= now() AS expired,
                    COALESCE((SELECT v.checkout #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
@@ -242,6 +279,11 @@ public final class PaymentsService: Sendable {
         guard decrypted.paymentData.transactionAmountMinor == totalMinor else {
             return try refusal.record(.amountMismatch, status: 422, code: "amount_mismatch",
                                       "The payment token's amount differs from the checkout session's total.")
+        }
+        if let shippingContact,
+           let errors = try shippingContactProblem(conn: conn, sessionId: sessionId, contact: shippingContact, totalMinor: totalMinor) {
+            return try refusal.record(.shippingContactInvalid, status: 422, code: "shipping_contact_invalid",
+                                      "The shipping contact cannot be served at this total.", appleErrors: errors)
         }
         // Rule 55: EMV payment data only when the request asked for it (merchantCapabilities supportsEMV).
         if decrypted.paymentData.paymentDataType.rawValue == "EMV", try !s.decode("supports_emv", as: Bool.self) {
@@ -612,7 +654,7 @@ struct Refusal {
     let requestID: String
 
     func record(_ failure: PaymentFailure, status: Int, code: String, _ detail: String,
-                tokenError: String? = nil) throws -> PaymentsService.Claim {
+                tokenError: String? = nil, appleErrors: [ApplePayError] = []) throws -> PaymentsService.Claim {
         let paymentId = PaymentsService.newId(prefix: "pay_")
         _ = try conn.execute("""
             INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
@@ -622,7 +664,7 @@ struct Refusal {
                   ProcessorKey.authorization(paymentId: paymentId), key])
         service.logger.info("payment refused", [("payment_id", paymentId), ("code", code), ("token_error", tokenError ?? "")])
         var extra: [String: JSONValue] = [
-            "authorizationResult": .object(["status": .number("1"), "errors": .array([])]),
+            "authorizationResult": .object(["status": .number("1"), "errors": .array(appleErrors.map(Self.json))]),
             "paymentId": .string(paymentId),
         ]
         if let tokenError { extra["tokenErrorCode"] = .string(tokenError) }
@@ -632,6 +674,14 @@ struct Refusal {
                              [merchantId, key, paymentId])
         try KeyClaim.finish(conn: conn, merchantId: merchantId, key: key, response: response)
         return .respond(response)
+    }
+
+    /// An `ApplePayError` as Apple Pay JS reads it in `ApplePayPaymentAuthorizationResult.errors`.
+    static func json(_ error: ApplePayError) -> JSONValue {
+        var object: [String: JSONValue] = ["code": .string(error.code.rawValue)]
+        if let field = error.contactField { object["contactField"] = .string(field.rawValue) }
+        if !error.message.isEmpty { object["message"] = .string(error.message) }
+        return .object(object)
     }
 }
 

@@ -69,6 +69,7 @@ final class PaymentsHarness: Sendable {
                                   sink: sink, settings: settings, logger: logs.logger)
         var router = Router()
         service.register(into: &router, guarded: app.guarded)
+        app.registerCheckoutRoutes(into: &router)
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: router)
         try server.start()
         let merchant = try Merchant.validated(merchantId: merchantIdentifier, displayName: "Test Shop", domains: ["shop.test"],
