@@ -57,8 +57,9 @@ struct FinanceSettlementSink: SettlementEffectSink {
             try recorder.apply(event, merchantId: merchantId, on: conn, now: now)
         } catch let error as FinanceError where error.code == .postingNotFound {
             // A settled payment the finance store never saw (recorded before it existed): the report
-            // still shows the match; there is no ledger entry to book.
-            logger.warning("settlement effect without a ledger posting", [("effect", effect.kind.rawValue)])
+            // still shows the match; there is no ledger entry to book. Debug level: a backfilled month
+            // would otherwise write one warning per line.
+            logger.debug("settlement effect without a ledger posting", [("effect", effect.kind.rawValue)])
         }
     }
 
