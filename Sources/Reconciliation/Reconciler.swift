@@ -238,6 +238,9 @@ public struct ReconciliationReport: Sendable, Equatable, Codable {
 public struct Reconciler {
     /// The rules in force.
     public let configuration: ReconciliationConfiguration
+    /// Whether `add` gathers effects for `drain`/`report` (a caller that derives them later from the
+    /// stored lines with `effects(of:item:)` saves the work).
+    public let collectsEffects: Bool
 
     private let payments: [RecordedPayment]
     private let refunds: [RecordedRefund]
@@ -260,8 +263,10 @@ public struct Reconciler {
 
     /// A reconciler over what Tender recorded; the first record wins if an id repeats.
     public init(payments: [RecordedPayment], refunds: [RecordedRefund] = [],
-                configuration: ReconciliationConfiguration = ReconciliationConfiguration()) {
+                configuration: ReconciliationConfiguration = ReconciliationConfiguration(),
+                collectsEffects: Bool = true) {
         self.configuration = configuration
+        self.collectsEffects = collectsEffects
         self.payments = payments
         self.refunds = refunds
         paymentSeen = Array(repeating: false, count: payments.count)
@@ -310,7 +315,6 @@ public struct Reconciler {
         case .fee:
             item.category = .fee
             item.actualMinor = line.netMinor
-            addEffect(.fee, line, amount: line.netMinor, type: "fee")
         case .chargeback, .chargebackReversal:
             item.category = .chargeback
             if let index = findPayment(line) {
@@ -319,20 +323,64 @@ public struct Reconciler {
             } else {
                 item.reason = "no_recorded_payment"
             }
-            let kind: FinanceEffectKind = line.type == .chargeback ? .chargeback : .chargebackReversal
-            addEffect(kind, line, amount: line.grossMinor, type: "adjustment", paymentId: item.paymentId)
-            addLineFee(line)
         case .adjustment:
             item.category = .adjustment
             item.actualMinor = line.netMinor
-            addEffect(.adjustment, line, amount: line.netMinor, type: "adjustment")
         case .payout:
             item.category = .payout
             item.actualMinor = line.netMinor
-            addEffect(.payout, line, amount: line.netMinor, type: "transfer")
         }
         lineItems.append(item)
         lineCounts[item.category, default: 0] += 1
+        if collectsEffects { effects.append(contentsOf: Self.effects(of: line, item: item)) }
+    }
+
+    /// The finance-store effects of one line, given the item matching made of it: a pure function of
+    /// the two, so effects can be derived again from stored lines and items (the shell applies them
+    /// after the report is stored). Mismatches and duplicates have none.
+    public static func effects(of line: SettlementLine, item: ReconciliationItem) -> [FinanceEffect] {
+        var out: [FinanceEffect] = []
+        func add(_ kind: FinanceEffectKind, amount: Int64, type: String?, paymentId: String? = nil,
+                 refundId: String? = nil, currencyCode: String? = nil) {
+            if let effect = effect(kind, line, amount: amount, type: type, paymentId: paymentId,
+                                   refundId: refundId, currencyCode: currencyCode) {
+                out.append(effect)
+            }
+        }
+        func lineFee() {
+            add(.fee, amount: -line.feeMinor, type: "fee", paymentId: line.paymentId,
+                currencyCode: line.netCurrencyCode)
+        }
+        switch item.category {
+        case .matched:
+            guard let paymentId = item.paymentId, let amount = item.expectedMinor else { return out }
+            add(.bookPayment, amount: amount, type: nil, paymentId: paymentId)
+            lineFee()
+        case .refund:
+            if item.reason == "refund_reversed" {
+                // Adyen RefundedReversed: the refund came back; money in, nothing to book as a refund.
+                add(.refundReversal, amount: line.grossMinor, type: "refund", paymentId: line.paymentId)
+            } else if let refundId = item.refundId, let amount = item.expectedMinor {
+                add(.bookRefund, amount: amount, type: nil, paymentId: item.paymentId, refundId: refundId)
+            } else {
+                return out
+            }
+            lineFee()
+        case .fee:
+            add(.fee, amount: line.netMinor, type: "fee")
+        case .chargeback:
+            add(line.type == .chargeback ? .chargeback : .chargebackReversal, amount: line.grossMinor,
+                type: "adjustment", paymentId: item.paymentId)
+            lineFee()
+        case .adjustment:
+            add(.adjustment, amount: line.netMinor, type: "adjustment")
+        case .payout:
+            add(.payout, amount: line.netMinor, type: "transfer")
+        case .amountMismatch, .currencyMismatch, .missingInLedger, .missingInSettlement,
+             .awaitingSettlement, .duplicate:
+            break
+        }
+        return out
     }
 
     /// Line items and effects produced since the last drain, handed over and forgotten, so a caller
@@ -388,8 +436,6 @@ public struct Reconciler {
             return
         }
         item.category = .matched
-        addEffect(.bookPayment, line, amount: payment.amountMinor, type: nil, paymentId: payment.paymentId)
-        addLineFee(line)
     }
 
     private mutating func matchRefund(_ line: SettlementLine, _ item: inout ReconciliationItem) {
@@ -397,9 +443,6 @@ public struct Reconciler {
         if line.grossMinor > 0 {
             // Adyen RefundedReversed: the refund came back; money in, nothing to book as a refund.
             item.reason = "refund_reversed"
-            addEffect(.refundReversal, line, amount: line.grossMinor, type: "refund",
-                      paymentId: line.paymentId)
-            addLineFee(line)
             return
         }
         guard let index = findRefund(line) else {
@@ -424,9 +467,6 @@ public struct Reconciler {
             item.category = .amountMismatch
             return
         }
-        addEffect(.bookRefund, line, amount: refund.amountMinor, type: nil, paymentId: refund.paymentId,
-                  refundId: refund.refundId)
-        addLineFee(line)
     }
 
     private func isOutsideTolerance(actual: Int64, expected: Int64,
@@ -467,17 +507,11 @@ public struct Reconciler {
         batchTotals[key] = total
     }
 
-    private mutating func addLineFee(_ line: SettlementLine) {
-        guard line.feeMinor != 0 else { return }
-        addEffect(.fee, line, amount: -line.feeMinor, type: "fee", paymentId: line.paymentId,
-                  currencyCode: line.netCurrencyCode)
-    }
-
     // `amount` is signed in the processor-balance view: positive = credit, negative = debit.
-    private mutating func addEffect(_ kind: FinanceEffectKind, _ line: SettlementLine, amount: Int64,
-                                    type: String?, paymentId: String? = nil, refundId: String? = nil,
-                                    currencyCode: String? = nil) {
-        guard amount != 0 else { return }
+    private static func effect(_ kind: FinanceEffectKind, _ line: SettlementLine, amount: Int64,
+                               type: String?, paymentId: String?, refundId: String?,
+                               currencyCode: String?) -> FinanceEffect? {
+        guard amount != 0 else { return nil }
         let indicator: String
         switch kind {
         case .bookPayment: indicator = "credit"
@@ -485,14 +519,14 @@ public struct Reconciler {
         default: indicator = amount > 0 ? "credit" : "debit"
         }
         let reference = line.processorReference ?? line.paymentId ?? ""
-        effects.append(FinanceEffect(
+        return FinanceEffect(
             key: "recon|\(kind.rawValue)|\(line.naturalKey)", kind: kind, lineNumber: line.lineNumber,
             batchId: line.batchId, paymentId: paymentId, refundId: refundId,
             amountMinor: Int64(clamping: amount.magnitude),
             currencyCode: currencyCode ?? (kind == .fee || kind == .adjustment || kind == .payout
                                            ? line.netCurrencyCode : line.currencyCode),
             creditDebitIndicator: indicator, transactionType: type, postedDate: line.settlementDate,
-            originalDescription: reference.isEmpty ? line.journalType : "\(line.journalType) \(reference)"))
+            originalDescription: reference.isEmpty ? line.journalType : "\(line.journalType) \(reference)")
     }
 
     /// Finishes the run: recorded items absent from the report become `missing_in_settlement` when

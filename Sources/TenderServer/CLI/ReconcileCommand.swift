@@ -39,14 +39,23 @@ enum ReconcileCommand {
         while hashing.nextChunk() != nil {}
         let digest = hexEncoded(hasher.finalize())
 
+        let logger = Logger(format: configuration.logFormat)
         let store = SettlementReportStore(pool: pool, sink: FinanceSettlementSink(
-            processor: configuration.processor.rawValue, logger: Logger(format: configuration.logFormat)))
+            processor: configuration.processor.rawValue, logger: logger))
         do {
-            let (report, _) = try store.importReport(
+            let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,
                 source: try FileChunkSource(path: path, chunkBytes: chunkBytes),
                 supersede: args.flag("supersede"), now: Date())
-            Console.out(String(decoding: try report.jsonBytes(), as: UTF8.self))
+            // Phase timings on stderr (the report on stdout stays byte-identical across runs).
+            logger.info("settlement report imported", [
+                ("report_id", outcome.report.id), ("created", String(outcome.created)),
+                ("lines", String(outcome.report.lineCount)),
+                ("import_ms", String(Int64(outcome.importSeconds * 1000))),
+                ("effects_ms", String(Int64(outcome.effectsSeconds * 1000))),
+                ("effects_applied", String(outcome.effectsApplied)),
+            ])
+            Console.out(String(decoding: try outcome.report.jsonBytes(), as: UTF8.self))
             return .success
         } catch SettlementImportError.invalidFile(let error) {
             Console.err("tender reconcile: error settlement_file_invalid: \(error.code.rawValue) at line \(error.line), column \(error.column)")

@@ -57,6 +57,7 @@ enum ServeCommand {
         try server.start()
         app.registerGauges(server: server)
         app.payments.startResolver()
+        app.resumeSettlementEffects()
         logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
 
         var received: Int32 = 0

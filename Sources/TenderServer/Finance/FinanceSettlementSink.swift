@@ -21,6 +21,10 @@ struct FinanceSettlementSink: SettlementEffectSink {
         self.logger = logger
     }
 
+    func apply(_ effects: [FinanceEffect], merchantId: String, on conn: PostgresConnection, now: Date) throws {
+        for effect in effects { try apply(effect, merchantId: merchantId, on: conn, now: now) }
+    }
+
     func apply(_ effect: FinanceEffect, merchantId: String, on conn: PostgresConnection, now: Date) throws {
         let at = FinanceTimestamp(secondsSinceEpoch: Self.unixSeconds(effect.postedDate))
         let money = EventMoney(amountMinor: effect.amountMinor.magnitude > UInt64(Int64.max) ? Int64.max : Int64(effect.amountMinor.magnitude),

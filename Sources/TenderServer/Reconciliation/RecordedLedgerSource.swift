@@ -3,83 +3,80 @@ import Postgres
 import Reconciliation
 
 /// Reads what Tender recorded for a merchant (the `payments` and `refunds` tables) as the
-/// Reconciler's input, in keyset pages so that no single result holds every row.
+/// Reconciler's input, through a cursor in the caller's transaction: one plan (a hash join against
+/// the bookings) and one page of rows in memory at a time.
 struct RecordedLedgerSource: Sendable {
-    /// Rows per query page; bounds one result set, not the ledger.
-    static let pageRows = 10_000
-
-    let pool: PostgresPool
+    /// Rows per FETCH; bounds one result set, not the ledger.
+    static let pageRows = 20_000
 
     /// Every payment of `merchantId`; a payment already booked by an earlier report is `booked`.
-    func payments(merchantId: String) throws -> [RecordedPayment] {
+    func payments(merchantId: String, on conn: PostgresConnection) throws -> [RecordedPayment] {
         var result: [RecordedPayment] = []
-        var after = ""
+        _ = try conn.execute("""
+            DECLARE tender_recorded_payments NO SCROLL CURSOR FOR
+            SELECT p.payment_id, p.processor_reference, p.amount_minor, p.currency_code, p.status,
+                   (extract(epoch FROM p.created_at) * 1000000)::bigint AS created_us,
+                   b.subject_id IS NOT NULL AS booked
+              FROM payments p
+              LEFT JOIN (SELECT DISTINCT subject_id FROM settlement_effects
+                          WHERE merchant_id = $1 AND kind = 'book_payment') b ON b.subject_id = p.payment_id
+             WHERE p.merchant_id = $1
+            """, [merchantId])
+        defer { _ = try? conn.execute("CLOSE tender_recorded_payments") }
         while true {
-            let page = try pool.query("""
-                SELECT p.payment_id, p.processor_reference, p.amount_minor, p.currency_code, p.status,
-                       p.created_at,
-                       b.booked IS NOT NULL AS booked
-                FROM payments p
-                -- A per-row index probe: a hashed subplan would rescan every effect for each page.
-                LEFT JOIN LATERAL (SELECT true AS booked FROM settlement_effects e
-                                   WHERE e.merchant_id = p.merchant_id AND e.subject_id = p.payment_id
-                                     AND e.kind IN ('book_payment', 'book_refund') AND e.kind = 'book_payment'
-                                   LIMIT 1) b ON true
-                WHERE p.merchant_id = $1 AND p.payment_id > $2
-                ORDER BY p.payment_id
-                LIMIT $3
-                """, [merchantId, after, Self.pageRows])
+            let page = try conn.query(Self.fetchPayments)
             for row in page.rows {
-                let status: String = try row.decode("status")
-                let booked: Bool = try row.decode("booked")
+                let booked: Bool = try row.decode(6)
                 result.append(RecordedPayment(
-                    paymentId: try row.decode("payment_id"),
-                    processorReference: try row.decodeIfPresent("processor_reference"),
-                    amountMinor: try row.decode("amount_minor"),
-                    currencyCode: try row.decode("currency_code"),
-                    status: booked ? .booked : Self.ledgerStatus(status),
-                    createdAt: try row.decode("created_at")))
+                    paymentId: try row.decode(0),
+                    processorReference: try row.decodeIfPresent(1),
+                    amountMinor: try row.decode(2),
+                    currencyCode: try row.decode(3),
+                    status: booked ? .booked : Self.ledgerStatus(try row.decode(4)),
+                    createdAt: Self.date(microseconds: try row.decode(5))))
             }
-            guard page.rows.count == Self.pageRows, let last = result.last else { break }
-            after = last.paymentId
+            if page.rows.count < Self.pageRows { break }
         }
         return result
     }
 
     /// Every refund of `merchantId`; a refund already booked by an earlier report is `booked`.
-    func refunds(merchantId: String) throws -> [RecordedRefund] {
+    func refunds(merchantId: String, on conn: PostgresConnection) throws -> [RecordedRefund] {
         var result: [RecordedRefund] = []
-        var after = ""
+        _ = try conn.execute("""
+            DECLARE tender_recorded_refunds NO SCROLL CURSOR FOR
+            SELECT r.refund_id, r.payment_id, r.processor_reference, r.amount_minor, r.currency_code, r.status,
+                   (extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us,
+                   b.subject_id IS NOT NULL AS booked
+              FROM refunds r
+              LEFT JOIN (SELECT DISTINCT subject_id FROM settlement_effects
+                          WHERE merchant_id = $1 AND kind = 'book_refund') b ON b.subject_id = r.refund_id
+             WHERE r.merchant_id = $1
+            """, [merchantId])
+        defer { _ = try? conn.execute("CLOSE tender_recorded_refunds") }
         while true {
-            let page = try pool.query("""
-                SELECT r.refund_id, r.payment_id, r.processor_reference, r.amount_minor, r.currency_code,
-                       r.status, r.created_at,
-                       b.booked IS NOT NULL AS booked
-                FROM refunds r
-                LEFT JOIN LATERAL (SELECT true AS booked FROM settlement_effects e
-                                   WHERE e.merchant_id = r.merchant_id AND e.subject_id = r.refund_id
-                                     AND e.kind IN ('book_payment', 'book_refund') AND e.kind = 'book_refund'
-                                   LIMIT 1) b ON true
-                WHERE r.merchant_id = $1 AND r.refund_id > $2
-                ORDER BY r.refund_id
-                LIMIT $3
-                """, [merchantId, after, Self.pageRows])
+            let page = try conn.query(Self.fetchRefunds)
             for row in page.rows {
-                let status: String = try row.decode("status")
-                let booked: Bool = try row.decode("booked")
+                let booked: Bool = try row.decode(7)
                 result.append(RecordedRefund(
-                    refundId: try row.decode("refund_id"),
-                    paymentId: try row.decode("payment_id"),
-                    processorReference: try row.decodeIfPresent("processor_reference"),
-                    amountMinor: try row.decode("amount_minor"),
-                    currencyCode: try row.decode("currency_code"),
-                    status: booked ? .booked : Self.ledgerStatus(status),
-                    createdAt: try row.decode("created_at")))
+                    refundId: try row.decode(0),
+                    paymentId: try row.decode(1),
+                    processorReference: try row.decodeIfPresent(2),
+                    amountMinor: try row.decode(3),
+                    currencyCode: try row.decode(4),
+                    status: booked ? .booked : Self.ledgerStatus(try row.decode(5)),
+                    createdAt: Self.date(microseconds: try row.decode(6))))
             }
-            guard page.rows.count == Self.pageRows, let last = result.last else { break }
-            after = last.refundId
+            if page.rows.count < Self.pageRows { break }
         }
         return result
+    }
+
+    private static let fetchPayments: SQL = "FETCH 20000 FROM tender_recorded_payments"
+    private static let fetchRefunds: SQL = "FETCH 20000 FROM tender_recorded_refunds"
+
+    private static func date(microseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
     }
 
     /// Payment/refund status → ledger status (finance-store.md §5.7): a succeeded capture waits for

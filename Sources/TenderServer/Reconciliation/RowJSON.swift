@@ -100,5 +100,14 @@ struct RowJSON {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// Ends a JSON-lines record (top level only: strings never hold a raw newline).
+    mutating func newline() { bytes.append(UInt8(ascii: "\n")) }
+
+    /// Empties the buffer, keeping its capacity.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        needsComma.removeAll()
+    }
+
     var text: String { String(decoding: bytes, as: UTF8.self) }
 }

@@ -19,6 +19,23 @@ extension TenderApp {
         FinanceSettlementSink(processor: configuration.processor.rawValue, logger: logger)
     }
 
+    /// Finishes, in the background, the finance-store effects a stopped import left pending (each
+    /// merchant's next import would do it too; this does not wait for one).
+    func resumeSettlementEffects() {
+        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink)
+        let logger = self.logger
+        Thread {
+            do {
+                for merchantId in try store.merchantsWithPendingEffects() {
+                    let applied = try store.applyPendingEffects(merchantId: merchantId, now: Date())
+                    logger.info("settlement effects resumed", [("merchant_id", merchantId), ("applied", String(applied))])
+                }
+            } catch {
+                logger.warning("settlement effects not resumed; the next import retries", [("error", "\(error)")])
+            }
+        }.start()
+    }
+
     /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (CONTRACT §3).
     func registerSettlementReportRoutes(into router: inout Router) {
         let store = SettlementReportStore(pool: pool, sink: settlementEffectSink)
@@ -75,10 +92,12 @@ extension TenderApp {
         }
         let digest = hexEncoded(Digest.sha256(request.body))
         do {
-            let (report, created) = try store.importReport(
+            let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,
                 source: ByteArraySource(request.body), supersede: supersede, now: Date())
-            return .json(report, status: created ? 201 : 200)
+            var response = HTTPResponse.json(outcome.report, status: outcome.created ? 201 : 200)
+            if !outcome.created { response.headers.replaceOrAdd("Idempotent-Replayed", "true") }
+            return response
         } catch SettlementImportError.invalidFile(let error) {
             throw SettlementProblems.invalidFile(error)
         } catch SettlementImportError.batchConflict(let batchId, let reportId) {

@@ -12,38 +12,114 @@ enum SettlementImportError: Error {
     case batchConflict(batchId: String, reportId: String)
 }
 
-/// Settlement reports in PostgreSQL: streaming import (one transaction), reads, item pages.
+/// What an import did, with the time each phase took (`tender reconcile` logs them, `make bench` reads them).
+struct SettlementImport: Sendable {
+    let report: SettlementReportView
+    /// False when the same bytes had been imported before (nothing was re-applied).
+    let created: Bool
+    /// Reading, matching and storing the report (one transaction).
+    let importSeconds: Double
+    /// Applying the finance-store effects afterwards (one transaction per item chunk).
+    let effectsSeconds: Double
+    /// Effects applied by this call (new keys only), including any an earlier crash left pending.
+    let effectsApplied: Int
+}
+
+/// Settlement reports in PostgreSQL.
+///
+/// An import has two phases. Phase 1 streams the file through the reader and the reconciler and
+/// stores the report, its batches and its items (in chunks, `settlement_item_chunks`) in ONE
+/// transaction: a malformed file or a batch conflict leaves nothing behind. Phase 2 applies the
+/// finance-store effects, one item chunk per transaction, each clearing the chunk's `effects_pending`
+/// flag in the transaction that applies it: exactly once, resumable after a crash (the next import of
+/// the merchant, `tender serve` at start and a replayed import finish what is pending), and never
+/// holding the finance balances' row locks (which live payments need) for longer than one chunk.
+///
+/// Imports of one merchant are serialised by a transaction-level advisory lock that both phases take,
+/// and phase 1 only starts once no effect of an earlier report is pending, so the ledger it matches
+/// against already shows every earlier booking.
 struct SettlementReportStore: Sendable {
-    /// Lines matched between two writes of items and effects: bounds what an import holds in memory.
+    /// Lines matched between two drains of the reconciler: bounds what an import holds in memory.
     static let flushLines = 5_000
+    /// Items per stored chunk (migrations/0009).
+    static let chunkItems = 1_000
+    /// Times phase 1 waits for effects another import left pending before giving up.
+    static let pendingRetries = 5
 
     let pool: PostgresPool
     let sink: any SettlementEffectSink
     var configuration = ReconciliationConfiguration()
 
     /// Imports a file whose SHA-256 is already known. The same bytes (same merchant and format)
-    /// return the stored report with `created == false` and apply nothing; otherwise `source` is
-    /// streamed through the reader and the reconciler, and report, items, batches and effects are
-    /// stored in one transaction.
+    /// return the stored report with `created == false` and apply nothing new; otherwise `source` is
+    /// streamed through the reader and the reconciler and stored (phase 1), then the effects are
+    /// applied (phase 2).
     func importReport<Source: ByteChunkSource>(
         merchantId: String, format: SettlementReportFormat, fileSHA256: String, source: Source,
         supersede: Bool, now: Date
-    ) throws -> (report: SettlementReportView, created: Bool) {
-        if let existing = try find(merchantId: merchantId, format: format, fileSHA256: fileSHA256) {
-            return (existing, false)
+    ) throws -> SettlementImport {
+        let started = ContinuousClock.now
+        var pendingBefore = 0
+        var stored: String?
+        var attempts = 0
+        while stored == nil {
+            pendingBefore += try applyPendingEffects(merchantId: merchantId, now: now)
+            switch try storeReport(merchantId: merchantId, format: format, fileSHA256: fileSHA256,
+                                   source: source, supersede: supersede, now: now) {
+            case .stored(let reportId):
+                stored = reportId
+            case .existing(let report):
+                let seconds = Self.seconds(since: started)
+                return SettlementImport(report: report, created: false, importSeconds: seconds, effectsSeconds: 0,
+                                        effectsApplied: pendingBefore)
+            case .effectsPending:
+                // Another import committed its report between our sweep and our lock: apply, then retry.
+                attempts += 1
+                guard attempts < Self.pendingRetries else {
+                    throw TenderError("settlement_import_busy", "another import of this merchant keeps effects pending")
+                }
+            }
         }
-        let ledger = RecordedLedgerSource(pool: pool)
-        var reconciler = Reconciler(payments: try ledger.payments(merchantId: merchantId),
-                                    refunds: try ledger.refunds(merchantId: merchantId),
-                                    configuration: configuration)
+        let imported = ContinuousClock.now
+        let applied = try applyPendingEffects(merchantId: merchantId, now: now)
+        guard let reportId = stored, let report = try report(merchantId: merchantId, reportId: reportId) else {
+            throw TenderError("settlement_report_lost", "report not found after commit")
+        }
+        return SettlementImport(report: report, created: true,
+                                importSeconds: Self.seconds(from: started, to: imported),
+                                effectsSeconds: Self.seconds(since: imported), effectsApplied: pendingBefore + applied)
+    }
+
+    private enum StoreOutcome {
+        case stored(String)
+        case existing(SettlementReportView)
+        case effectsPending
+    }
+
+    /// Phase 1: one transaction under the merchant's import lock.
+    private func storeReport<Source: ByteChunkSource>(
+        merchantId: String, format: SettlementReportFormat, fileSHA256: String, source: Source,
+        supersede: Bool, now: Date
+    ) throws -> StoreOutcome {
         let reportId = Self.newReportId()
         do {
-            try pool.transaction { conn in
+            return try pool.transaction { conn -> StoreOutcome in
+                try Self.lockImports(merchantId: merchantId, on: conn)
+                if try conn.query("""
+                    SELECT 1 FROM settlement_reports WHERE merchant_id = $1 AND format = $2 AND file_sha256 = $3
+                    """, [merchantId, format.rawValue, fileSHA256]).first != nil {
+                    return .existing(try find(merchantId: merchantId, format: format, fileSHA256: fileSHA256, on: conn))
+                }
+                if try Self.hasPendingEffects(merchantId: merchantId, on: conn) { return .effectsPending }
+                let ledger = RecordedLedgerSource()
+                var reconciler = Reconciler(payments: try ledger.payments(merchantId: merchantId, on: conn),
+                                            refunds: try ledger.refunds(merchantId: merchantId, on: conn),
+                                            configuration: configuration, collectsEffects: false)
                 _ = try conn.execute("""
                     INSERT INTO settlement_reports (report_id, merchant_id, format, file_sha256, line_count, summary)
                     VALUES ($1, $2, $3, $4, 0, '{}')
                     """, [reportId, merchantId, format.rawValue, fileSHA256])
-                var writer = ItemWriter(reportId: reportId, merchantId: merchantId, sink: sink, now: now)
+                var writer = ItemChunkWriter(reportId: reportId)
                 var reader = SettlementLineReader(format: format, source: source)
                 var batchDigests: [String: SHA256Hasher] = [:]
                 var lines: [SettlementLine] = []
@@ -56,60 +132,22 @@ struct SettlementReportStore: Sendable {
                         hasher.update(Self.canonicalContent(line))
                         lines.append(line)
                         if lines.count >= Self.flushLines {
-                            let drained = reconciler.drain()
-                            try writer.write(items: drained.items, lines: lines, effects: drained.effects, on: conn)
+                            try writer.add(items: reconciler.drain().items, lines: lines, on: conn)
                             lines.removeAll(keepingCapacity: true)
                         }
                     }
                 } catch let error as ReconciliationError {
                     throw SettlementImportError.invalidFile(error)
                 }
-                let drained = reconciler.drain()
-                try writer.write(items: drained.items, lines: lines, effects: drained.effects, on: conn)
+                try writer.add(items: reconciler.drain().items, lines: lines, on: conn)
                 let finished = reconciler.report(now: now)
                 // What is left after draining is the recorded items absent from the file.
-                for start in stride(from: 0, to: finished.items.count, by: Self.flushLines) {
-                    let end = min(start + Self.flushLines, finished.items.count)
-                    try writer.write(items: Array(finished.items[start..<end]), lines: [], effects: [], on: conn)
-                }
-                try writer.write(items: [], lines: [], effects: finished.effects, on: conn)
+                try writer.add(items: finished.items, lines: [], on: conn)
+                try writer.finish(on: conn)
 
-                var revision = 1
-                var supersedes: String?
-                var diffs: [BatchRevisionDiff] = []
-                for (batchId, hasher) in batchDigests.sorted(by: { $0.key < $1.key }) {
-                    let digest = hexEncoded(hasher.finalize())
-                    let previous = try conn.query("""
-                        SELECT report_id, content_sha256, revision FROM settlement_batches
-                        WHERE merchant_id = $1 AND format = $2 AND batch_id = $3 FOR UPDATE
-                        """, [merchantId, format.rawValue, batchId]).first
-                    guard let previous else {
-                        _ = try conn.execute("""
-                            INSERT INTO settlement_batches (merchant_id, format, batch_id, report_id, content_sha256, revision)
-                            VALUES ($1, $2, $3, $4, $5, 1)
-                            """, [merchantId, format.rawValue, batchId, reportId, digest])
-                        continue
-                    }
-                    let previousDigest: String = try previous.decode("content_sha256")
-                    if previousDigest == digest { continue }
-                    let previousReport: String = try previous.decode("report_id")
-                    guard supersede else {
-                        throw SettlementImportError.batchConflict(batchId: batchId, reportId: previousReport)
-                    }
-                    let batchRevision: Int = try previous.decode("revision") + 1
-                    let diff = RevisionDiff(old: try storedLines(reportId: previousReport, batchId: batchId, on: conn),
-                                            new: try storedLines(reportId: reportId, batchId: batchId, on: conn))
-                    diffs.append(BatchRevisionDiff(batchId: batchId, supersedes: previousReport,
-                                                   revision: batchRevision, diff: diff))
-                    if batchRevision > revision {
-                        revision = batchRevision
-                        supersedes = previousReport
-                    }
-                    _ = try conn.execute("""
-                        UPDATE settlement_batches SET report_id = $4, content_sha256 = $5, revision = $6
-                        WHERE merchant_id = $1 AND format = $2 AND batch_id = $3
-                        """, [merchantId, format.rawValue, batchId, reportId, digest, batchRevision])
-                }
+                let (revision, supersedes, diffs) = try recordBatches(
+                    batchDigests, merchantId: merchantId, format: format, reportId: reportId, supersede: supersede,
+                    on: conn)
                 let summary = StoredSummary(counts: finished.counts, batches: finished.batches)
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
@@ -121,18 +159,171 @@ struct SettlementReportStore: Sendable {
                     SET line_count = $2, revision = $3, supersedes = $4, summary = $5::jsonb, revision_diff = $6::jsonb
                     WHERE report_id = $1
                     """, [reportId, finished.lineCount, revision, supersedes, summaryText, diffText])
+                return .stored(reportId)
             }
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint?.contains("file_sha256") == true {
-            // The same bytes were imported concurrently and committed first: that report is the answer.
-            if let existing = try find(merchantId: merchantId, format: format, fileSHA256: fileSHA256) {
-                return (existing, false)
+            // Defensive: the lock makes this unreachable for one database, but a report of those bytes
+            // that committed first is the answer either way.
+            return .existing(try pool.withConnection { conn in
+                try find(merchantId: merchantId, format: format, fileSHA256: fileSHA256, on: conn)
+            })
+        }
+    }
+
+    /// Records each batch's digest; a batch seen before with other content is a conflict unless
+    /// `supersede`, which makes this report its next revision with the differences recorded.
+    private func recordBatches(_ batchDigests: [String: SHA256Hasher], merchantId: String,
+                               format: SettlementReportFormat, reportId: String, supersede: Bool,
+                               on conn: PostgresConnection)
+        throws -> (revision: Int, supersedes: String?, diffs: [BatchRevisionDiff]) {
+        var revision = 1
+        var supersedes: String?
+        var superseded: [(batchId: String, previousReport: String, revision: Int)] = []
+        var digests: [String: String] = [:]
+        for (batchId, hasher) in batchDigests.sorted(by: { $0.key < $1.key }) {
+            let digest = hexEncoded(hasher.finalize())
+            digests[batchId] = digest
+            let previous = try conn.query("""
+                SELECT report_id, content_sha256, revision FROM settlement_batches
+                WHERE merchant_id = $1 AND format = $2 AND batch_id = $3 FOR UPDATE
+                """, [merchantId, format.rawValue, batchId]).first
+            guard let previous else {
+                _ = try conn.execute("""
+                    INSERT INTO settlement_batches (merchant_id, format, batch_id, report_id, content_sha256, revision)
+                    VALUES ($1, $2, $3, $4, $5, 1)
+                    """, [merchantId, format.rawValue, batchId, reportId, digest])
+                continue
             }
-            throw error
+            let previousDigest: String = try previous.decode("content_sha256")
+            if previousDigest == digest { continue }
+            let previousReport: String = try previous.decode("report_id")
+            guard supersede else {
+                throw SettlementImportError.batchConflict(batchId: batchId, reportId: previousReport)
+            }
+            superseded.append((batchId, previousReport, try previous.decode("revision") + 1))
         }
-        guard let stored = try report(merchantId: merchantId, reportId: reportId) else {
-            throw TenderError("settlement_report_lost", "report \(reportId) not found after commit")
+        guard !superseded.isEmpty else { return (revision, supersedes, []) }
+        // The lines of every superseded batch, old and new, read in one pass over each report's chunks.
+        let wanted = Set(superseded.map(\.batchId))
+        let newLines = try storedLines(reportId: reportId, batchIds: wanted, on: conn)
+        var oldLinesByReport: [String: [String: [SettlementLine]]] = [:]
+        for previousReport in Set(superseded.map(\.previousReport)) {
+            oldLinesByReport[previousReport] = try storedLines(reportId: previousReport, batchIds: wanted, on: conn)
         }
-        return (stored, true)
+        var diffs: [BatchRevisionDiff] = []
+        for entry in superseded {
+            let diff = RevisionDiff(old: oldLinesByReport[entry.previousReport]?[entry.batchId] ?? [],
+                                    new: newLines[entry.batchId] ?? [])
+            diffs.append(BatchRevisionDiff(batchId: entry.batchId, supersedes: entry.previousReport,
+                                           revision: entry.revision, diff: diff))
+            if entry.revision > revision {
+                revision = entry.revision
+                supersedes = entry.previousReport
+            }
+            _ = try conn.execute("""
+                UPDATE settlement_batches SET report_id = $4, content_sha256 = $5, revision = $6
+                WHERE merchant_id = $1 AND format = $2 AND batch_id = $3
+                """, [merchantId, format.rawValue, entry.batchId, reportId, digests[entry.batchId], entry.revision])
+        }
+        return (revision, supersedes, diffs)
+    }
+
+    // MARK: Phase 2: effects
+
+    /// Applies every effect of `merchantId` still pending, oldest report first, one item chunk per
+    /// transaction; returns how many effects were new (a key already applied is skipped).
+    @discardableResult
+    func applyPendingEffects(merchantId: String, now: Date) throws -> Int {
+        var applied = 0
+        while let count = try applyNextChunk(merchantId: merchantId, now: now) { applied += count }
+        return applied
+    }
+
+    /// Applies one pending chunk; nil when none is left.
+    private func applyNextChunk(merchantId: String, now: Date) throws -> Int? {
+        try pool.transaction { conn -> Int? in
+            try Self.lockImports(merchantId: merchantId, on: conn)
+            guard let row = try conn.query("""
+                SELECT c.report_id, c.category, c.chunk, c.items
+                  FROM settlement_item_chunks c JOIN settlement_reports r ON r.report_id = c.report_id
+                 WHERE r.merchant_id = $1 AND c.effects_pending
+                 ORDER BY r.created_at, r.report_id, c.first_ordinal
+                 LIMIT 1
+                   FOR UPDATE OF c
+                """, [merchantId]).first else { return nil }
+            let reportId: String = try row.decode(0)
+            let entries = try StoredItemChunk.decode(try row.decode(3))
+            var effects: [FinanceEffect] = []
+            for entry in entries {
+                guard let line = entry.line else { continue }
+                effects += Reconciler.effects(of: line, item: entry.item)
+            }
+            let fresh = try Self.claim(effects, merchantId: merchantId, reportId: reportId, on: conn)
+            if !fresh.isEmpty { try sink.apply(fresh, merchantId: merchantId, on: conn, now: now) }
+            _ = try conn.execute("""
+                UPDATE settlement_item_chunks SET effects_pending = false
+                 WHERE report_id = $1 AND category = $2 AND chunk = $3
+                """, [reportId, try row.decode(1, as: String.self), try row.decode(2, as: Int.self)])
+            return fresh.count
+        }
+    }
+
+    /// Records the effects' keys (finance-store.md §4.5 point 5) and returns, in order, those not
+    /// recorded before: an effect is applied once per merchant whatever report or revision carries it.
+    private static func claim(_ effects: [FinanceEffect], merchantId: String, reportId: String,
+                              on conn: PostgresConnection) throws -> [FinanceEffect] {
+        guard !effects.isEmpty else { return [] }
+        let inserted = try conn.query("""
+            INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
+                                            currency_code, credit_debit_indicator)
+            SELECT DISTINCT ON (e.key) $1, e.key, $2, e.kind, e.subject, e.amount, e.currency, e.indicator
+              FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])
+                   AS e(key, kind, subject, amount, currency, indicator)
+            ON CONFLICT (merchant_id, effect_key) DO NOTHING
+            RETURNING effect_key
+            """, [merchantId, reportId,
+                  PGArray.text(effects.map(\.key)),
+                  PGArray.text(effects.map(\.kind.rawValue)),
+                  PGArray.text(effects.map { $0.kind == .bookRefund ? $0.refundId : $0.paymentId }),
+                  PGArray.text(effects.map { String($0.amountMinor) }),
+                  PGArray.text(effects.map(\.currencyCode)),
+                  PGArray.text(effects.map(\.creditDebitIndicator))])
+        var fresh = Set<String>()
+        for row in inserted.rows { fresh.insert(try row.decode(0)) }
+        // In line order, each new key once.
+        return effects.filter { fresh.remove($0.key) != nil }
+    }
+
+    /// True when some report of the merchant still has effects to apply.
+    private static func hasPendingEffects(merchantId: String, on conn: PostgresConnection) throws -> Bool {
+        try conn.query("""
+            SELECT 1 FROM settlement_item_chunks c JOIN settlement_reports r ON r.report_id = c.report_id
+             WHERE r.merchant_id = $1 AND c.effects_pending LIMIT 1
+            """, [merchantId]).first != nil
+    }
+
+    /// Merchants with pending effects (what `tender serve` finishes at start).
+    func merchantsWithPendingEffects() throws -> [String] {
+        try pool.query(SQL(idempotent: """
+            SELECT DISTINCT r.merchant_id FROM settlement_item_chunks c
+              JOIN settlement_reports r ON r.report_id = c.report_id
+             WHERE c.effects_pending ORDER BY r.merchant_id
+            """)).rows.map { try $0.decode(0) }
+    }
+
+    /// Serialises imports and effect application of one merchant until the transaction ends.
+    private static func lockImports(merchantId: String, on conn: PostgresConnection) throws {
+        _ = try conn.query("SELECT pg_advisory_xact_lock(hashtextextended('tender.settlement:' || $1, 0))",
+                           [merchantId])
+    }
+
+    private static func seconds(from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Double {
+        let duration = end - start
+        return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private static func seconds(since start: ContinuousClock.Instant) -> Double {
+        seconds(from: start, to: ContinuousClock.now)
     }
 
     /// The report with that id, if it belongs to `merchantId`.
@@ -145,41 +336,71 @@ struct SettlementReportStore: Sendable {
         return try SettlementReportView(row: row)
     }
 
-    /// The stored report for those bytes, if any.
-    func find(merchantId: String, format: SettlementReportFormat, fileSHA256: String) throws -> SettlementReportView? {
-        guard let row = try pool.query(SQL(idempotent: """
+    /// The stored report for those bytes (it must exist).
+    private func find(merchantId: String, format: SettlementReportFormat, fileSHA256: String,
+                      on conn: PostgresConnection) throws -> SettlementReportView {
+        guard let row = try conn.query("""
             SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
                    revision_diff::text AS revision_diff, created_at
             FROM settlement_reports WHERE merchant_id = $1 AND format = $2 AND file_sha256 = $3
-            """), [merchantId, format.rawValue, fileSHA256]).first else { return nil }
+            """, [merchantId, format.rawValue, fileSHA256]).first else {
+            throw TenderError("settlement_report_lost", "report of \(fileSHA256) not found")
+        }
         return try SettlementReportView(row: row)
     }
 
-    /// One page of a report's items in report order, optionally of one category.
+    /// One page of a report's items in report order, optionally of one category. Ordinals are dense and
+    /// every chunk but a category's last is full, so a page reads only the chunks it needs.
     func items(reportId: String, category: ReconciliationCategory?, limit: Int, offset: Int)
         throws -> [SettlementItemView] {
-        let rows = try pool.query(SQL(idempotent: """
-            SELECT ordinal, item::text AS item FROM settlement_report_items
-            WHERE report_id = $1 AND ($2::text IS NULL OR category = $2)
-            ORDER BY ordinal LIMIT $3 OFFSET $4
-            """), [reportId, category?.rawValue, limit, offset]).rows
-        return try rows.map { row in
-            let text: String = try row.decode("item")
-            let item = try JSONDecoder().decode(ReconciliationItem.self, from: Data(text.utf8))
-            return SettlementItemView(ordinal: try row.decode("ordinal"), item: item)
+        guard limit > 0 else { return [] }
+        var entries: [StoredItemChunk.Entry] = []
+        if let category {
+            let first = offset / Self.chunkItems
+            let last = (offset + limit - 1) / Self.chunkItems
+            let rows = try pool.query(SQL(idempotent: """
+                SELECT items FROM settlement_item_chunks
+                 WHERE report_id = $1 AND category = $2 AND chunk BETWEEN $3 AND $4 ORDER BY chunk
+                """), [reportId, category.rawValue, first, last]).rows
+            for row in rows { entries += try StoredItemChunk.decode(try row.decode(0)) }
+            let skip = offset - first * Self.chunkItems
+            entries = Array(entries.dropFirst(skip).prefix(limit))
+        } else {
+            let from = offset + 1
+            let through = offset + limit
+            let rows = try pool.query(SQL(idempotent: """
+                SELECT items FROM settlement_item_chunks
+                 WHERE report_id = $1 AND first_ordinal <= $3 AND last_ordinal >= $2
+                """), [reportId, from, through]).rows
+            for row in rows {
+                entries += try StoredItemChunk.decode(try row.decode(0)).filter { (from...through).contains($0.ordinal) }
+            }
+            entries.sort { $0.ordinal < $1.ordinal }
         }
+        return entries.map { SettlementItemView(ordinal: $0.ordinal, item: $0.item) }
     }
 
-    private func storedLines(reportId: String, batchId: String, on conn: PostgresConnection) throws -> [SettlementLine] {
-        let rows = try conn.query("""
-            SELECT line::text AS line FROM settlement_report_items
-            WHERE report_id = $1 AND batch_id = $2 AND line IS NOT NULL ORDER BY ordinal
-            """, [reportId, batchId]).rows
-        let decoder = JSONDecoder()
-        return try rows.map { row in
-            let text: String = try row.decode("line")
-            return try decoder.decode(SettlementLine.self, from: Data(text.utf8))
+    /// The stored lines of `batchIds` in a report, by batch, in file order; one pass over its chunks.
+    private func storedLines(reportId: String, batchIds: Set<String>, on conn: PostgresConnection)
+        throws -> [String: [SettlementLine]] {
+        var byBatch: [String: [(Int, SettlementLine)]] = [:]
+        var after = -1
+        // Keyset pages of chunks keep one page of decoded text in memory at a time.
+        while true {
+            let rows = try conn.query("""
+                SELECT first_ordinal, items FROM settlement_item_chunks
+                 WHERE report_id = $1 AND first_ordinal > $2 ORDER BY first_ordinal LIMIT 16
+                """, [reportId, after]).rows
+            for row in rows {
+                after = try row.decode(0)
+                for entry in try StoredItemChunk.decode(try row.decode(1)) {
+                    guard let line = entry.line, batchIds.contains(line.batchId) else { continue }
+                    byBatch[line.batchId, default: []].append((entry.ordinal, line))
+                }
+            }
+            if rows.count < 16 { break }
         }
+        return byBatch.mapValues { $0.sorted { $0.0 < $1.0 }.map(\.1) }
     }
 
     /// A line's content without its position, the unit a batch digest is made of.
@@ -223,65 +444,106 @@ struct BatchRevisionDiff: Codable {
     let diff: RevisionDiff
 }
 
-/// Writes drained items (with their lines) and effects in batches on the import's connection.
-private struct ItemWriter {
+/// Groups items into per-category chunks of `SettlementReportStore.chunkItems` and inserts each chunk
+/// when full (and the partial last ones at `finish`), numbering items with dense ordinals.
+private struct ItemChunkWriter {
+    private struct Pending {
+        var json = RowJSON(capacity: 256 * 1024)
+        var count = 0
+        var chunk = 0
+        var firstOrdinal = 0
+        var lastOrdinal = 0
+    }
+
     let reportId: String
-    let merchantId: String
-    let sink: any SettlementEffectSink
-    let now: Date
-    var ordinal = 0
+    private var ordinal = 0
+    private var pending: [ReconciliationCategory: Pending] = [:]
+
+    init(reportId: String) { self.reportId = reportId }
+
     /// `lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
-    mutating func write(items: [ReconciliationItem], lines: [SettlementLine], effects: [FinanceEffect],
-                        on conn: PostgresConnection) throws {
-        if !items.isEmpty {
-            var json = RowJSON(capacity: items.count * 640)
-            json.beginArray()
-            for (index, item) in items.enumerated() {
-                ordinal += 1
-                json.beginObject()
-                json.field("o", ordinal)
-                json.field("c", item.category.rawValue)
-                json.field("n", item.lineNumber)
-                json.field("b", item.batchId)
-                json.item(item)
-                if index < lines.count { json.line(lines[index]) }
-                json.endObject()
+    mutating func add(items: [ReconciliationItem], lines: [SettlementLine], on conn: PostgresConnection) throws {
+        for (index, item) in items.enumerated() {
+            ordinal += 1
+            var chunk = pending[item.category] ?? Pending()
+            if chunk.count == 0 { chunk.firstOrdinal = ordinal }
+            chunk.lastOrdinal = ordinal
+            chunk.count += 1
+            chunk.json.beginObject()
+            chunk.json.field("o", ordinal)
+            chunk.json.field("c", item.category.rawValue)
+            chunk.json.field("n", item.lineNumber)
+            chunk.json.field("b", item.batchId)
+            chunk.json.item(item)
+            if index < lines.count { chunk.json.line(lines[index]) }
+            chunk.json.endObject()
+            chunk.json.newline()
+            if chunk.count == SettlementReportStore.chunkItems {
+                try write(item.category, chunk, on: conn)
+                chunk.json.removeAll()
+                chunk.count = 0
+                chunk.chunk += 1
             }
-            json.endArray()
-            _ = try conn.execute("""
-                INSERT INTO settlement_report_items (report_id, ordinal, category, line_number, batch_id, item, line)
-                SELECT $1, r.o, r.c, r.n, r.b, r.i, r.l
-                FROM jsonb_to_recordset($2::jsonb) AS r(o integer, c text, n integer, b text, i jsonb, l jsonb)
-                """, [reportId, json.text])
+            pending[item.category] = chunk
         }
-        if !effects.isEmpty {
-            var json = RowJSON(capacity: effects.count * 160)
-            json.beginArray()
-            for effect in effects {
-                json.beginObject()
-                json.field("k", effect.key)
-                json.field("kind", effect.kind.rawValue)
-                json.field("s", effect.kind == .bookRefund ? effect.refundId : effect.paymentId)
-                json.field("a", effect.amountMinor)
-                json.field("c", effect.currencyCode)
-                json.field("d", effect.creditDebitIndicator)
-                json.endObject()
+    }
+
+    /// Writes every partial chunk left.
+    mutating func finish(on conn: PostgresConnection) throws {
+        for (category, chunk) in pending.sorted(by: { $0.key < $1.key }) where chunk.count > 0 {
+            try write(category, chunk, on: conn)
+        }
+        pending.removeAll()
+    }
+
+    private func write(_ category: ReconciliationCategory, _ chunk: Pending, on conn: PostgresConnection) throws {
+        _ = try conn.execute("""
+            INSERT INTO settlement_item_chunks (report_id, category, chunk, first_ordinal, last_ordinal, item_count,
+                                                items, effects_pending)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            """, [reportId, category.rawValue, chunk.chunk, chunk.firstOrdinal, chunk.lastOrdinal, chunk.count,
+                  chunk.json.text, Self.mayHaveEffects(category)])
+    }
+
+    /// Categories whose lines can carry finance-store effects (Reconciler.effects(of:item:)).
+    static func mayHaveEffects(_ category: ReconciliationCategory) -> Bool {
+        switch category {
+        case .matched, .refund, .fee, .chargeback, .adjustment, .payout: true
+        case .amountMismatch, .currencyMismatch, .missingInLedger, .missingInSettlement, .awaitingSettlement,
+             .duplicate: false
+        }
+    }
+}
+
+/// The stored form of a chunk: JSON lines `{"o":ordinal,"c":category,"n":line,"b":batch,"i":item,"l":line}`.
+enum StoredItemChunk {
+    struct Entry: Decodable {
+        let ordinal: Int
+        let item: ReconciliationItem
+        let line: SettlementLine?
+
+        enum CodingKeys: String, CodingKey { case ordinal = "o", item = "i", line = "l" }
+    }
+
+    /// Decodes a chunk; a malformed one is a stored-data error, never silently skipped.
+    static func decode(_ text: String) throws -> [Entry] {
+        var json = Array("[".utf8)
+        json.reserveCapacity(text.utf8.count + 2)
+        var first = true
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "\n") {
+                first = true
+                continue
             }
-            json.endArray()
-            let inserted = try conn.query("""
-                INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
-                                                currency_code, credit_debit_indicator)
-                SELECT DISTINCT ON (r.k) $1, r.k, $2, r.kind, r.s, r.a, r.c, r.d
-                FROM jsonb_to_recordset($3::jsonb) AS r(k text, kind text, s text, a bigint, c text, d text)
-                ON CONFLICT (merchant_id, effect_key) DO NOTHING
-                RETURNING effect_key
-                """, [merchantId, reportId, json.text])
-            var fresh = Set<String>()
-            for row in inserted.rows { fresh.insert(try row.decode("effect_key")) }
-            // Apply in line order, each new key once.
-            for effect in effects where fresh.remove(effect.key) != nil {
-                try sink.apply(effect, merchantId: merchantId, on: conn, now: now)
-            }
+            if first && json.count > 1 { json.append(UInt8(ascii: ",")) }
+            first = false
+            json.append(byte)
+        }
+        json.append(UInt8(ascii: "]"))
+        do {
+            return try JSONDecoder().decode([Entry].self, from: Data(json))
+        } catch {
+            throw TenderError("settlement_chunk_invalid", "a stored item chunk does not decode")
         }
     }
 }

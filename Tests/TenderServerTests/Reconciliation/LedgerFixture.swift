@@ -72,7 +72,7 @@ enum LedgerFixture {
         let sql: SQL
         switch table {
         case "settlement_reports": sql = "SELECT count(*) AS n FROM settlement_reports"
-        case "settlement_report_items": sql = "SELECT count(*) AS n FROM settlement_report_items"
+        case "settlement_item_chunks": sql = "SELECT coalesce(sum(item_count), 0)::int AS n FROM settlement_item_chunks"
         case "settlement_effects": sql = "SELECT count(*) AS n FROM settlement_effects"
         default: sql = "SELECT count(*) AS n FROM settlement_batches"
         }

@@ -114,13 +114,13 @@ struct SettlementReportTests {
         #expect(first.status == 201)
         let effects = try LedgerFixture.count(s.pool, "settlement_effects")
         #expect(effects == 3)  // book_payment, its fee, the payout
-        let items = try LedgerFixture.count(s.pool, "settlement_report_items")
+        let items = try LedgerFixture.count(s.pool, "settlement_item_chunks")
         let again = try post(client, key: key, csv)
         #expect(again.status == 200)
         #expect(try again.json()["id"] as? String == (try first.json()["id"] as? String))
         #expect(again.body == (try get(client, key: key, "/v1/settlement-reports/\(try first.json()["id"] as? String ?? "")").body))
         #expect(try LedgerFixture.count(s.pool, "settlement_effects") == effects)
-        #expect(try LedgerFixture.count(s.pool, "settlement_report_items") == items)
+        #expect(try LedgerFixture.count(s.pool, "settlement_item_chunks") == items)
         #expect(try LedgerFixture.count(s.pool, "settlement_reports") == 1)
         // The same bytes as another format are another file.
         let asAdyen = try post(client, key: key, format: "adyen-sdr", csv)
@@ -216,7 +216,7 @@ struct SettlementReportTests {
         let errors = try #require(body["errors"] as? [[String: Any]])
         #expect(errors.first?["code"] as? String == code, "\(name)")
         #expect((errors.first?["field"] as? String)?.hasPrefix("line \(line), column ") == true, "\(name): \(errors)")
-        for table in ["settlement_reports", "settlement_report_items", "settlement_effects", "settlement_batches"] {
+        for table in ["settlement_reports", "settlement_item_chunks", "settlement_effects", "settlement_batches"] {
             #expect(try LedgerFixture.count(s.pool, table) == 0, "\(name) \(table)")
         }
     }
@@ -314,7 +314,7 @@ struct SettlementReportTests {
 private final class CountingSink: SettlementEffectSink {
     private let applied = Mutex<[String]>([])
     var keys: [String] { applied.withLock { $0 } }
-    func apply(_ effect: FinanceEffect, merchantId: String, on conn: PostgresConnection, now: Date) throws {
-        applied.withLock { $0.append(effect.key) }
+    func apply(_ effects: [FinanceEffect], merchantId: String, on conn: PostgresConnection, now: Date) throws {
+        applied.withLock { $0.append(contentsOf: effects.map(\.key)) }
     }
 }
