@@ -196,12 +196,20 @@ public final class PostgresConnection {
         for (index, parameter) in parameters.enumerated() {
             let text = parameter.postgresText
             // A NUL would silently truncate the C string; PostgreSQL text cannot hold one anyway.
-            if let text, text.utf8.contains(0) {
+            if let text, Self.containsNul(text) {
                 throw PostgresError(code: .queryFailed, message: "parameter $\(index + 1) contains a NUL byte")
             }
             texts.append(text)
         }
         return texts
+    }
+
+    /// memchr over the contiguous UTF-8 of a native string (parameters can be chunks of megabytes).
+    private static func containsNul(_ text: String) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        } ?? text.utf8.contains(0)
     }
 
     private static func execParams(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {

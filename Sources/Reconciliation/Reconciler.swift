@@ -255,6 +255,7 @@ public struct Reconciler {
     private var lineItems: [ReconciliationItem] = []
     private var effects: [FinanceEffect] = []
     private var batchTotals: [BatchKey: BatchTotal] = [:]
+    private var current: (key: BatchKey, total: BatchTotal)?
     private var lineCount = 0
     private var lineCounts: [ReconciliationCategory: Int] = [:]
 
@@ -272,6 +273,8 @@ public struct Reconciler {
         paymentSeen = Array(repeating: false, count: payments.count)
         refundSeen = Array(repeating: false, count: refunds.count)
         paymentById.reserveCapacity(payments.count)
+        paymentByReference.reserveCapacity(payments.count)
+        refundById.reserveCapacity(refunds.count)
         for (index, payment) in payments.enumerated() {
             if paymentById[payment.paymentId] == nil { paymentById[payment.paymentId] = index }
             if let reference = payment.processorReference, paymentByReference[reference] == nil {
@@ -496,15 +499,24 @@ public struct Reconciler {
     }
 
     private mutating func accumulateBatch(_ line: SettlementLine) {
-        let key = BatchKey(batchId: line.batchId, currencyCode: line.netCurrencyCode)
-        var total = batchTotals[key, default: BatchTotal()]
-        if line.type == .payout {
-            total.payout &-= line.netMinor
-            total.payoutLines += 1
-        } else {
-            total.lines &+= line.netMinor
+        // Lines of a batch usually come together: sum into the current batch and store it once it
+        // changes, rather than hashing the batch key for every line.
+        if current?.key.batchId != line.batchId || current?.key.currencyCode != line.netCurrencyCode {
+            flushCurrentBatch()
+            let key = BatchKey(batchId: line.batchId, currencyCode: line.netCurrencyCode)
+            current = (key, batchTotals[key, default: BatchTotal()])
         }
-        batchTotals[key] = total
+        if line.type == .payout {
+            current?.total.payout &-= line.netMinor
+            current?.total.payoutLines += 1
+        } else {
+            current?.total.lines &+= line.netMinor
+        }
+    }
+
+    private mutating func flushCurrentBatch() {
+        if let current { batchTotals[current.key] = current.total }
+        current = nil
     }
 
     // `amount` is signed in the processor-balance view: positive = credit, negative = debit.
@@ -532,6 +544,8 @@ public struct Reconciler {
     /// Finishes the run: recorded items absent from the report become `missing_in_settlement` when
     /// older than the lag at `now`, else `awaiting_settlement`.
     public func report(now: Date) -> ReconciliationReport {
+        var batchTotals = self.batchTotals
+        if let current { batchTotals[current.key] = current.total }
         var absent: [(Date, String, ReconciliationItem)] = []
         func classify(_ createdAt: Date) -> ReconciliationCategory {
             now.timeIntervalSince(createdAt) > Double(configuration.settlementLagSeconds)

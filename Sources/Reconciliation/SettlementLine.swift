@@ -160,6 +160,10 @@ public struct SettlementLine: Sendable, Equatable, Codable {
 
 /// Joins key parts so that no two different part lists give the same key.
 func naturalKey(_ parts: [String]) -> String {
+    // Fast path: no part holds an escaped character, so the key is the parts joined.
+    if !parts.contains(where: { part in part.utf8.contains { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "|") } }) {
+        return parts.joined(separator: "|")
+    }
     var key = ""
     for (index, part) in parts.enumerated() {
         if index > 0 { key += "|" }

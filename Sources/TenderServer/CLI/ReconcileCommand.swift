@@ -52,6 +52,7 @@ enum ReconcileCommand {
                 ("report_id", outcome.report.id), ("created", String(outcome.created)),
                 ("lines", String(outcome.report.lineCount)),
                 ("import_ms", String(Int64(outcome.importSeconds * 1000))),
+                ("ledger_ms", String(Int64(outcome.ledgerSeconds * 1000))),
                 ("effects_ms", String(Int64(outcome.effectsSeconds * 1000))),
                 ("effects_applied", String(outcome.effectsApplied)),
             ])
@@ -68,7 +69,7 @@ enum ReconcileCommand {
 }
 
 /// A file read in fixed-size chunks; an unreadable file stops the command with `file_unreadable`.
-struct FileChunkSource: ByteChunkSource {
+struct FileChunkSource: ByteChunkSource, Sendable {
     private let handle: FileHandle
     private let chunkBytes: Int
 

@@ -87,6 +87,18 @@ struct RowJSON {
     /// RFC 8259 string: quote, backslash and control characters escaped; other UTF-8 as is.
     private mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Fast path: nothing to escape (ids, codes, dates), one copy of the contiguous UTF-8.
+        let copied: Bool = value.utf8.withContiguousStorageIfAvailable { utf8 in
+            for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                return false
+            }
+            bytes.append(contentsOf: utf8)
+            return true
+        } ?? false
+        if copied {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
@@ -98,6 +110,12 @@ struct RowJSON {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends an already encoded `"key":value` member of the current object.
+    mutating func encodedMember(_ member: ArraySlice<UInt8>) {
+        separator()
+        bytes.append(contentsOf: member)
     }
 
     /// Ends a JSON-lines record (top level only: strings never hold a raw newline).

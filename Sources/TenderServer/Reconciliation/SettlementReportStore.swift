@@ -19,6 +19,8 @@ struct SettlementImport: Sendable {
     let created: Bool
     /// Reading, matching and storing the report (one transaction).
     let importSeconds: Double
+    /// The part of `importSeconds` spent reading the recorded payments and refunds.
+    let ledgerSeconds: Double
     /// Applying the finance-store effects afterwards (one transaction per item chunk).
     let effectsSeconds: Double
     /// Effects applied by this call (new keys only), including any an earlier crash left pending.
@@ -54,24 +56,26 @@ struct SettlementReportStore: Sendable {
     /// return the stored report with `created == false` and apply nothing new; otherwise `source` is
     /// streamed through the reader and the reconciler and stored (phase 1), then the effects are
     /// applied (phase 2).
-    func importReport<Source: ByteChunkSource>(
+    func importReport<Source: ByteChunkSource & Sendable>(
         merchantId: String, format: SettlementReportFormat, fileSHA256: String, source: Source,
         supersede: Bool, now: Date
     ) throws -> SettlementImport {
         let started = ContinuousClock.now
         var pendingBefore = 0
         var stored: String?
+        var ledgerSeconds = 0.0
         var attempts = 0
         while stored == nil {
             pendingBefore += try applyPendingEffects(merchantId: merchantId, now: now)
             switch try storeReport(merchantId: merchantId, format: format, fileSHA256: fileSHA256,
                                    source: source, supersede: supersede, now: now) {
-            case .stored(let reportId):
+            case .stored(let reportId, let seconds):
                 stored = reportId
+                ledgerSeconds = seconds
             case .existing(let report):
                 let seconds = Self.seconds(since: started)
-                return SettlementImport(report: report, created: false, importSeconds: seconds, effectsSeconds: 0,
-                                        effectsApplied: pendingBefore)
+                return SettlementImport(report: report, created: false, importSeconds: seconds, ledgerSeconds: 0,
+                                        effectsSeconds: 0, effectsApplied: pendingBefore)
             case .effectsPending:
                 // Another import committed its report between our sweep and our lock: apply, then retry.
                 attempts += 1
@@ -86,18 +90,18 @@ struct SettlementReportStore: Sendable {
             throw TenderError("settlement_report_lost", "report not found after commit")
         }
         return SettlementImport(report: report, created: true,
-                                importSeconds: Self.seconds(from: started, to: imported),
+                                importSeconds: Self.seconds(from: started, to: imported), ledgerSeconds: ledgerSeconds,
                                 effectsSeconds: Self.seconds(since: imported), effectsApplied: pendingBefore + applied)
     }
 
     private enum StoreOutcome {
-        case stored(String)
+        case stored(String, ledgerSeconds: Double)
         case existing(SettlementReportView)
         case effectsPending
     }
 
     /// Phase 1: one transaction under the merchant's import lock.
-    private func storeReport<Source: ByteChunkSource>(
+    private func storeReport<Source: ByteChunkSource & Sendable>(
         merchantId: String, format: SettlementReportFormat, fileSHA256: String, source: Source,
         supersede: Bool, now: Date
     ) throws -> StoreOutcome {
@@ -111,38 +115,33 @@ struct SettlementReportStore: Sendable {
                     return .existing(try find(merchantId: merchantId, format: format, fileSHA256: fileSHA256, on: conn))
                 }
                 if try Self.hasPendingEffects(merchantId: merchantId, on: conn) { return .effectsPending }
+                // The parser starts first, so that reading the file overlaps reading the ledger.
+                let pipeline = ParsedLinePipeline(format: format, source: source, batchLines: Self.flushLines)
+                pipeline.start()
+                defer { pipeline.stop() }
                 let ledger = RecordedLedgerSource()
+                let ledgerStarted = ContinuousClock.now
                 var reconciler = Reconciler(payments: try ledger.payments(merchantId: merchantId, on: conn),
                                             refunds: try ledger.refunds(merchantId: merchantId, on: conn),
                                             configuration: configuration, collectsEffects: false)
+                let ledgerSeconds = Self.seconds(since: ledgerStarted)
                 _ = try conn.execute("""
                     INSERT INTO settlement_reports (report_id, merchant_id, format, file_sha256, line_count, summary)
                     VALUES ($1, $2, $3, $4, 0, '{}')
                     """, [reportId, merchantId, format.rawValue, fileSHA256])
                 var writer = ItemChunkWriter(reportId: reportId)
-                var reader = SettlementLineReader(format: format, source: source)
-                var batchDigests: [String: SHA256Hasher] = [:]
-                var lines: [SettlementLine] = []
-                lines.reserveCapacity(Self.flushLines)
                 do {
-                    while let line = try reader.next() {
-                        reconciler.add(line)
-                        let hasher = batchDigests[line.batchId] ?? SHA256Hasher()
-                        batchDigests[line.batchId] = hasher
-                        hasher.update(Self.canonicalContent(line))
-                        lines.append(line)
-                        if lines.count >= Self.flushLines {
-                            try writer.add(items: reconciler.drain().items, lines: lines, on: conn)
-                            lines.removeAll(keepingCapacity: true)
-                        }
+                    while let batch = try pipeline.next() {
+                        for line in batch.lines { reconciler.add(line) }
+                        try writer.add(items: reconciler.drain().items, lines: batch, on: conn)
                     }
                 } catch let error as ReconciliationError {
                     throw SettlementImportError.invalidFile(error)
                 }
-                try writer.add(items: reconciler.drain().items, lines: lines, on: conn)
+                let batchDigests = pipeline.batchDigests()
                 let finished = reconciler.report(now: now)
                 // What is left after draining is the recorded items absent from the file.
-                try writer.add(items: finished.items, lines: [], on: conn)
+                try writer.add(items: finished.items, lines: ParsedBatch(), on: conn)
                 try writer.finish(on: conn)
 
                 let (revision, supersedes, diffs) = try recordBatches(
@@ -159,7 +158,7 @@ struct SettlementReportStore: Sendable {
                     SET line_count = $2, revision = $3, supersedes = $4, summary = $5::jsonb, revision_diff = $6::jsonb
                     WHERE report_id = $1
                     """, [reportId, finished.lineCount, revision, supersedes, summaryText, diffText])
-                return .stored(reportId)
+                return .stored(reportId, ledgerSeconds: ledgerSeconds)
             }
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint?.contains("file_sha256") == true {
             // Defensive: the lock makes this unreachable for one database, but a report of those bytes
@@ -403,18 +402,28 @@ struct SettlementReportStore: Sendable {
         return byBatch.mapValues { $0.sorted { $0.0 < $1.0 }.map(\.1) }
     }
 
-    /// A line's content without its position, the unit a batch digest is made of.
-    static func canonicalContent(_ line: SettlementLine) -> [UInt8] {
-        let parts: [String] = [
-            line.naturalKey, line.settlementDate.description, line.type.rawValue, line.journalType,
-            line.paymentId ?? "", line.refundId ?? "", line.processorReference ?? "",
-            line.paymentMethodVariant ?? "", line.currencyCode, String(line.grossMinor),
-            line.netCurrencyCode, String(line.feeMinor), String(line.netMinor),
-        ]
-        // Unit and record separators cannot occur unescaped in a parsed field's meaning here.
-        var bytes = Array(parts.joined(separator: "\u{1F}").utf8)
+    /// Appends a line's content without its position, the unit a batch digest is made of: the fields
+    /// joined by the unit separator, then the record separator (neither can change a field's meaning
+    /// here). The bytes must never change: stored batch digests are compared with new ones.
+    static func appendCanonicalContent(_ line: SettlementLine, to bytes: inout [UInt8]) {
+        func part(_ text: String) {
+            bytes.append(contentsOf: text.utf8)
+            bytes.append(0x1F)
+        }
+        part(line.naturalKey)
+        part(line.settlementDate.description)
+        part(line.type.rawValue)
+        part(line.journalType)
+        part(line.paymentId ?? "")
+        part(line.refundId ?? "")
+        part(line.processorReference ?? "")
+        part(line.paymentMethodVariant ?? "")
+        part(line.currencyCode)
+        part(String(line.grossMinor))
+        part(line.netCurrencyCode)
+        part(String(line.feeMinor))
+        bytes.append(contentsOf: String(line.netMinor).utf8)
         bytes.append(0x1E)
-        return bytes
     }
 
     /// `sr_` + 24 lowercase alphanumerics from the CSPRNG (rejection sampling keeps it uniform).
@@ -457,43 +466,50 @@ private struct ItemChunkWriter {
 
     let reportId: String
     private var ordinal = 0
-    private var pending: [ReconciliationCategory: Pending] = [:]
+    /// One buffer per category, indexed like `ReconciliationCategory.allCases` and mutated in place
+    /// (copying a buffer out of a dictionary per item would copy the whole chunk each time).
+    private var pending: [Pending]
+    private static let categories = ReconciliationCategory.allCases
 
-    init(reportId: String) { self.reportId = reportId }
+    init(reportId: String) {
+        self.reportId = reportId
+        pending = Self.categories.map { _ in Pending() }
+    }
 
-    /// `lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
-    mutating func add(items: [ReconciliationItem], lines: [SettlementLine], on conn: PostgresConnection) throws {
-        for (index, item) in items.enumerated() {
+    /// `lines.lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
+    mutating func add(items: [ReconciliationItem], lines: ParsedBatch, on conn: PostgresConnection) throws {
+        for index in items.indices {
+            let item = items[index]
             ordinal += 1
-            var chunk = pending[item.category] ?? Pending()
-            if chunk.count == 0 { chunk.firstOrdinal = ordinal }
-            chunk.lastOrdinal = ordinal
-            chunk.count += 1
-            chunk.json.beginObject()
-            chunk.json.field("o", ordinal)
-            chunk.json.field("c", item.category.rawValue)
-            chunk.json.field("n", item.lineNumber)
-            chunk.json.field("b", item.batchId)
-            chunk.json.item(item)
-            if index < lines.count { chunk.json.line(lines[index]) }
-            chunk.json.endObject()
-            chunk.json.newline()
-            if chunk.count == SettlementReportStore.chunkItems {
-                try write(item.category, chunk, on: conn)
-                chunk.json.removeAll()
-                chunk.count = 0
-                chunk.chunk += 1
+            guard let slot = Self.categories.firstIndex(of: item.category) else { continue }
+            if pending[slot].count == 0 { pending[slot].firstOrdinal = ordinal }
+            pending[slot].lastOrdinal = ordinal
+            pending[slot].count += 1
+            pending[slot].json.beginObject()
+            pending[slot].json.field("o", ordinal)
+            pending[slot].json.field("c", item.category.rawValue)
+            pending[slot].json.field("n", item.lineNumber)
+            pending[slot].json.field("b", item.batchId)
+            pending[slot].json.item(item)
+            if index < lines.lines.count { pending[slot].json.encodedMember(lines.encodedLine(index)) }
+            pending[slot].json.endObject()
+            pending[slot].json.newline()
+            if pending[slot].count == SettlementReportStore.chunkItems {
+                try write(item.category, pending[slot], on: conn)
+                pending[slot].json.removeAll()
+                pending[slot].count = 0
+                pending[slot].chunk += 1
             }
-            pending[item.category] = chunk
         }
     }
 
     /// Writes every partial chunk left.
     mutating func finish(on conn: PostgresConnection) throws {
-        for (category, chunk) in pending.sorted(by: { $0.key < $1.key }) where chunk.count > 0 {
-            try write(category, chunk, on: conn)
+        for (slot, category) in Self.categories.enumerated() where pending[slot].count > 0 {
+            try write(category, pending[slot], on: conn)
+            pending[slot].json.removeAll()
+            pending[slot].count = 0
         }
-        pending.removeAll()
     }
 
     private func write(_ category: ReconciliationCategory, _ chunk: Pending, on conn: PostgresConnection) throws {

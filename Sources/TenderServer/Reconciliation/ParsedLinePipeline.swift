@@ -1,0 +1,137 @@
+import Crypto
+import Foundation
+import Reconciliation
+
+/// A batch of parsed lines, with each line's stored JSON (`"l":{…}`) already encoded by the parser
+/// thread: `lineJSON[lineEnds[i-1]..<lineEnds[i]]` is line i's.
+struct ParsedBatch {
+    var lines: [SettlementLine] = []
+    var lineJSON = RowJSON(capacity: 0)
+    var lineEnds: [Int] = []
+
+    func encodedLine(_ index: Int) -> ArraySlice<UInt8> {
+        lineJSON.bytes[(index == 0 ? 0 : lineEnds[index - 1])..<lineEnds[index]]
+    }
+}
+
+/// Parses a settlement file on a thread of its own while the caller matches and stores the lines:
+/// reading (CSV, amounts, natural keys, batch digests) and matching + storing cost about the same,
+/// so on two cores an import takes about half as long. The queue between them holds at most
+/// `depthMax` batches, so memory stays flat however long the file is.
+final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked Sendable {
+    /// Batches of parsed lines waiting for the consumer: enough for the parser to run ahead while the
+    /// consumer reads the ledger (a few seconds for a million recorded payments), bounded all the same.
+    static var depthMax: Int { 48 }
+
+    // Everything below is guarded by `condition`; the reader and the source belong to the parser
+    // thread alone from `start()` on (the caller hands them over and never touches them again).
+    private let condition = NSCondition()
+    private var batches: [ParsedBatch] = []
+    private var finished = false
+    private var failure: ReconciliationError?
+    private var cancelled = false
+    private var threadDone = false
+    private var digests: [String: SHA256Hasher] = [:]
+    private var reader: SettlementLineReader<Source>?
+    private let batchLines: Int
+
+    init(format: SettlementReportFormat, source: Source, batchLines: Int) {
+        reader = SettlementLineReader(format: format, source: source)
+        self.batchLines = batchLines
+    }
+
+    /// Starts the parser thread.
+    func start() {
+        let thread = Thread { [self] in self.run() }
+        thread.name = "tender-settlement-parser"
+        thread.start()
+    }
+
+    /// The next batch in file order, nil at the end; throws the file's first error.
+    func next() throws(ReconciliationError) -> ParsedBatch? {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.isEmpty && !finished { condition.wait() }
+        if !batches.isEmpty {
+            let batch = batches.removeFirst()
+            condition.broadcast()
+            return batch
+        }
+        if let failure { throw failure }
+        return nil
+    }
+
+    /// Each batch's SHA-256 over its lines' canonical content, once `next()` returned nil.
+    func batchDigests() -> [String: SHA256Hasher] {
+        condition.lock()
+        defer { condition.unlock() }
+        return digests
+    }
+
+    /// Stops the parser (if still running) and waits for its thread to end: call before returning,
+    /// on every path, so that no thread outlives the import.
+    func stop() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        while !threadDone { condition.wait() }
+        condition.unlock()
+    }
+
+    private func run() {
+        guard var reader else { return }
+        self.reader = nil
+        var digests: [String: SHA256Hasher] = [:]
+        var digestBatch = ""
+        var digest = SHA256Hasher()
+        var scratch: [UInt8] = []
+        var error: ReconciliationError?
+        var done = false
+        while !done {
+            var batch = ParsedBatch()
+            batch.lines.reserveCapacity(batchLines)
+            batch.lineEnds.reserveCapacity(batchLines)
+            batch.lineJSON = RowJSON(capacity: batchLines * 320)
+            do {
+                while batch.lines.count < batchLines, let line = try reader.next() {
+                    if line.batchId != digestBatch || digests.isEmpty {
+                        if let known = digests[line.batchId] {
+                            digest = known
+                        } else {
+                            digest = SHA256Hasher()
+                            digests[line.batchId] = digest
+                        }
+                        digestBatch = line.batchId
+                    }
+                    scratch.removeAll(keepingCapacity: true)
+                    SettlementReportStore.appendCanonicalContent(line, to: &scratch)
+                    digest.update(scratch)
+                    batch.lineJSON.line(line)
+                    batch.lineEnds.append(batch.lineJSON.bytes.count)
+                    batch.lines.append(line)
+                }
+            } catch let failure {
+                error = failure
+            }
+            done = batch.lines.count < batchLines || error != nil
+            condition.lock()
+            while batches.count >= Self.depthMax && !cancelled { condition.wait() }
+            if cancelled {
+                done = true
+            } else if !batch.lines.isEmpty {
+                batches.append(batch)
+            }
+            if done {
+                finished = true
+                failure = error
+                self.digests = digests
+            }
+            condition.broadcast()
+            condition.unlock()
+        }
+        condition.lock()
+        threadDone = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
