@@ -244,10 +244,10 @@ public struct Reconciler {
 
     private let payments: [RecordedPayment]
     private let refunds: [RecordedRefund]
-    private var paymentById: [String: Int] = [:]
-    private var paymentByReference: [String: Int] = [:]
-    private var refundById: [String: Int] = [:]
-    private var refundByReference: [String: Int] = [:]
+    private var paymentById: IdIndex
+    private var paymentByReference: IdIndex
+    private var refundById: IdIndex
+    private var refundByReference: IdIndex
     private var refundsByPayment: [String: [Int]] = [:]
     private var paymentSeen: [Bool]
     private var refundSeen: [Bool]
@@ -272,19 +272,20 @@ public struct Reconciler {
         self.refunds = refunds
         paymentSeen = Array(repeating: false, count: payments.count)
         refundSeen = Array(repeating: false, count: refunds.count)
-        paymentById.reserveCapacity(payments.count)
-        paymentByReference.reserveCapacity(payments.count)
-        refundById.reserveCapacity(refunds.count)
+        paymentById = IdIndex(capacity: payments.count)
+        paymentByReference = IdIndex(capacity: payments.count)
+        refundById = IdIndex(capacity: refunds.count)
+        refundByReference = IdIndex(capacity: refunds.count)
         for (index, payment) in payments.enumerated() {
-            if paymentById[payment.paymentId] == nil { paymentById[payment.paymentId] = index }
-            if let reference = payment.processorReference, paymentByReference[reference] == nil {
-                paymentByReference[reference] = index
+            paymentById.insert(payment.paymentId, position: index) { payments[$0].paymentId }
+            if let reference = payment.processorReference {
+                paymentByReference.insert(reference, position: index) { payments[$0].processorReference }
             }
         }
         for (index, refund) in refunds.enumerated() {
-            if refundById[refund.refundId] == nil { refundById[refund.refundId] = index }
-            if let reference = refund.processorReference, refundByReference[reference] == nil {
-                refundByReference[reference] = index
+            refundById.insert(refund.refundId, position: index) { refunds[$0].refundId }
+            if let reference = refund.processorReference {
+                refundByReference.insert(reference, position: index) { refunds[$0].processorReference }
             }
             refundsByPayment[refund.paymentId, default: []].append(index)
         }
@@ -401,8 +402,11 @@ public struct Reconciler {
     public var pendingCount: Int { lineItems.count + effects.count }
 
     private func findPayment(_ line: SettlementLine) -> Int? {
-        if let id = line.paymentId, let index = paymentById[id] { return index }
-        if let reference = line.processorReference, let index = paymentByReference[reference] {
+        if let id = line.paymentId, let index = paymentById.position(of: id, idAt: { payments[$0].paymentId }) {
+            return index
+        }
+        if let reference = line.processorReference,
+           let index = paymentByReference.position(of: reference, idAt: { payments[$0].processorReference }) {
             return index
         }
         return nil
@@ -483,9 +487,12 @@ public struct Reconciler {
     // Refund id, then processor reference, then the only unmatched refund of that payment.
     private func findRefund(_ line: SettlementLine) -> Int? {
         for id in [line.refundId, line.paymentId].compactMap({ $0 }) {
-            if let index = refundById[id], !refundSeen[index] { return index }
+            if let index = refundById.position(of: id, idAt: { refunds[$0].refundId }), !refundSeen[index] {
+                return index
+            }
         }
-        if let reference = line.processorReference, let index = refundByReference[reference],
+        if let reference = line.processorReference,
+           let index = refundByReference.position(of: reference, idAt: { refunds[$0].processorReference }),
            !refundSeen[index] {
             return index
         }

@@ -329,8 +329,10 @@ struct SettlementReportStore: Sendable {
     func report(merchantId: String, reportId: String) throws -> SettlementReportView? {
         guard let row = try pool.query(SQL(idempotent: """
             SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
-                   revision_diff::text AS revision_diff, created_at
-            FROM settlement_reports WHERE merchant_id = $1 AND report_id = $2
+                   revision_diff::text AS revision_diff, created_at,
+                   EXISTS (SELECT 1 FROM settlement_item_chunks c
+                            WHERE c.report_id = r.report_id AND c.effects_pending) AS effects_pending
+            FROM settlement_reports r WHERE merchant_id = $1 AND report_id = $2
             """), [merchantId, reportId]).first else { return nil }
         return try SettlementReportView(row: row)
     }
@@ -340,8 +342,10 @@ struct SettlementReportStore: Sendable {
                       on conn: PostgresConnection) throws -> SettlementReportView {
         guard let row = try conn.query("""
             SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
-                   revision_diff::text AS revision_diff, created_at
-            FROM settlement_reports WHERE merchant_id = $1 AND format = $2 AND file_sha256 = $3
+                   revision_diff::text AS revision_diff, created_at,
+                   EXISTS (SELECT 1 FROM settlement_item_chunks c
+                            WHERE c.report_id = r.report_id AND c.effects_pending) AS effects_pending
+            FROM settlement_reports r WHERE merchant_id = $1 AND format = $2 AND file_sha256 = $3
             """, [merchantId, format.rawValue, fileSHA256]).first else {
             throw TenderError("settlement_report_lost", "report of \(fileSHA256) not found")
         }

@@ -37,6 +37,9 @@ struct SettlementReportView: Encodable, Sendable {
     let counts: [String: Int]
     let batches: [Batch]
     let revisions: [Revision]
+    /// True while finance-store effects of this report are still to be applied (after an interrupted
+    /// import; the merchant's next import, a replay of this one, or a restart finishes them).
+    let effectsPending: Bool
     let createdAt: String
 
     init(row: PostgresRow) throws {
@@ -68,6 +71,7 @@ struct SettlementReportView: Encodable, Sendable {
         } else {
             revisions = []
         }
+        effectsPending = try row.decode("effects_pending")
         let created: Date = try row.decode("created_at")
         createdAt = Self.timestamp(created)
     }
