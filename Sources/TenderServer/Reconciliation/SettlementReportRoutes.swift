@@ -21,7 +21,7 @@ extension TenderApp {
 
     /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (CONTRACT §3).
     func registerSettlementReportRoutes(into router: inout Router) {
-        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink)
+        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
             try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store)
         }))
