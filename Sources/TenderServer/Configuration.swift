@@ -1,5 +1,6 @@
 import Foundation
 import Observability
+import Reconciliation
 
 /// A configuration value that could not be used; names the variable (or flag) and never echoes secrets.
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
@@ -33,6 +34,15 @@ public struct TenderConfiguration: Sendable {
     public var applePayGatewayCAFile: String?
     public var logFormat: LogFormat
     public var limits: ServerLimits
+    /// Matching rules of settlement reports (`TENDER_RECON_AMOUNT_TOLERANCE_MINOR`,
+    /// `TENDER_RECON_SETTLEMENT_LAG_SECONDS`): exact amounts and a 7-day lag unless set.
+    public var reconciliation = ReconciliationConfiguration()
+
+    /// Largest accepted amount tolerance, in minor units of the line's currency: 10.00 in a
+    /// two-decimal currency. Drift beyond that is a mismatch to look at, not rounding.
+    public static let reconciliationAmountToleranceMinorMax = 1_000
+    /// Longest accepted settlement lag: 90 days, past any processor's settlement schedule.
+    public static let reconciliationSettlementLagSecondsMax = 90 * 86_400
 
     /// Apple's published merchant-validation hosts (Apple Pay on the web, "Setting up your server").
     public static let defaultGatewayHosts = [
@@ -137,6 +147,15 @@ public struct TenderConfiguration: Sendable {
             logFormat: logFormat,
             limits: limits)
         configuration.localClusterPort = try integer(env, "TENDER_PG_PORT", default: 54_329, range: 1...65_535)
+        let reconciliationDefaults = ReconciliationConfiguration()
+        let toleranceMinor = try integer(env, "TENDER_RECON_AMOUNT_TOLERANCE_MINOR",
+                                         default: Int(reconciliationDefaults.amountToleranceMinor),
+                                         range: 0...reconciliationAmountToleranceMinorMax)
+        let lagSeconds = try integer(env, "TENDER_RECON_SETTLEMENT_LAG_SECONDS",
+                                     default: Int(reconciliationDefaults.settlementLagSeconds),
+                                     range: 0...reconciliationSettlementLagSecondsMax)
+        configuration.reconciliation = ReconciliationConfiguration(amountToleranceMinor: Int64(toleranceMinor),
+                                                                   settlementLagSeconds: Int64(lagSeconds))
         return configuration
     }
 

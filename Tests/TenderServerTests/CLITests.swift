@@ -39,6 +39,38 @@ import Glibc
         #expect(r.stderr.contains(variable))
     }
 
+    @Test(arguments: [
+        ("amount-tolerance-minor", "-1"), ("amount-tolerance-minor", "1001"), ("amount-tolerance-minor", "0.01"),
+        ("amount-tolerance-minor", ""), ("settlement-lag-seconds", "7776001"), ("settlement-lag-seconds", "7d"),
+    ])
+    func badReconcileRuleFlagIsAUsageErrorNamingTheFlag(flag: String, value: String) throws {
+        // Refused before any database or file is touched.
+        let r = try runTender(["reconcile", "--merchant-id", "merchant.nobody", "--format", "generic",
+                               "/nonexistent/report.csv", "--\(flag)=\(value)"], environment: [:])
+        #expect(r.status == ExitCode.usage.rawValue, "\(r.stderr)")
+        #expect(r.stderr.contains("--\(flag)"))
+    }
+
+    @Test(arguments: ["TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "TENDER_RECON_SETTLEMENT_LAG_SECONDS"])
+    func badReconciliationRuleStopsServeAndReconcile(variable: String) throws {
+        let serve = try runTender(["serve"], environment: [variable: "-1"])
+        #expect(serve.status == ExitCode.configuration.rawValue)
+        #expect(serve.stderr.contains(variable))
+        let reconcile = try runTender(["reconcile", "--merchant-id", "merchant.nobody", "--format", "generic",
+                                       "/nonexistent/report.csv"], environment: [variable: "-1"])
+        #expect(reconcile.status == ExitCode.configuration.rawValue)
+        #expect(reconcile.stderr.contains(variable))
+    }
+
+    @Test func reconcileHelpNamesTheRuleFlags() throws {
+        let r = try runTender(["reconcile", "--help"], environment: [:])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("--amount-tolerance-minor N"))
+        #expect(r.stdout.contains("--settlement-lag-seconds N"))
+        #expect(r.stdout.contains("0...1000"))
+        #expect(r.stdout.contains("0...7776000"))
+    }
+
     @Test func badEnvironmentStopsServeNamingTheVariable() throws {
         let r = try runTender(["serve"], environment: ["TENDER_LISTEN": "nowhere"])
         #expect(r.status == ExitCode.configuration.rawValue)

@@ -47,6 +47,58 @@ import Testing
         #expect(try TenderConfiguration.load(environment: ["TENDER_HTTP_BODY_BYTES_MAX": "1024"]).limits.bodyBytesMax == 1_024)
     }
 
+    @Test func reconciliationRulesDefaultToExactAmountsAndAWeek() throws {
+        let c = try TenderConfiguration.load(environment: [:])
+        #expect(c.reconciliation.amountToleranceMinor == 0)
+        #expect(c.reconciliation.settlementLagSeconds == 604_800)
+    }
+
+    @Test(arguments: [
+        ("0", "0", Int64(0), Int64(0)),
+        ("1", "3600", 1, 3_600),
+        ("25", "86400", 25, 86_400),
+        ("1000", "7776000", 1_000, 7_776_000),   // both upper bounds are inclusive
+        ("007", "060", 7, 60),
+    ])
+    func reconciliationRulesAreRead(tolerance: String, lag: String, toleranceMinor: Int64, lagSeconds: Int64) throws {
+        let c = try TenderConfiguration.load(environment: ["TENDER_RECON_AMOUNT_TOLERANCE_MINOR": tolerance,
+                                                           "TENDER_RECON_SETTLEMENT_LAG_SECONDS": lag])
+        #expect(c.reconciliation.amountToleranceMinor == toleranceMinor)
+        #expect(c.reconciliation.settlementLagSeconds == lagSeconds)
+    }
+
+    @Test func anEmptyReconciliationRuleMeansTheDefault() throws {
+        let c = try TenderConfiguration.load(environment: ["TENDER_RECON_AMOUNT_TOLERANCE_MINOR": "",
+                                                           "TENDER_RECON_SETTLEMENT_LAG_SECONDS": ""])
+        #expect(c.reconciliation.amountToleranceMinor == 0)
+        #expect(c.reconciliation.settlementLagSeconds == 604_800)
+    }
+
+    @Test(arguments: [
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "-1"),                    // negative
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "1001"),                  // just past the bound
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "0.5"),                   // a decimal, not minor units
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "+1"),                    // sign
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", " 1"),                    // whitespace
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "one"),                   // not a number
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "0x10"),                  // hex
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "\u{0661}"),              // a non-ASCII digit
+        ("TENDER_RECON_AMOUNT_TOLERANCE_MINOR", "99999999999999999999"),  // overflows Int
+        ("TENDER_RECON_SETTLEMENT_LAG_SECONDS", "-1"),
+        ("TENDER_RECON_SETTLEMENT_LAG_SECONDS", "7776001"),               // 90 days + 1 s
+        ("TENDER_RECON_SETTLEMENT_LAG_SECONDS", "7d"),                    // units are not parsed
+        ("TENDER_RECON_SETTLEMENT_LAG_SECONDS", "1e3"),
+        ("TENDER_RECON_SETTLEMENT_LAG_SECONDS", "3600 "),
+        ("TENDER_RECON_SETTLEMENT_LAG_SECONDS", "99999999999999999999"),
+    ])
+    func badReconciliationRuleNamesTheVariable(variable: String, value: String) {
+        #expect {
+            _ = try TenderConfiguration.load(environment: [variable: value])
+        } throws: { error in
+            (error as? ConfigurationError)?.variable == variable
+        }
+    }
+
     @Test func httpProcessorNeedsURL() {
         #expect {
             _ = try TenderConfiguration.load(environment: ["TENDER_PROCESSOR": "http"])

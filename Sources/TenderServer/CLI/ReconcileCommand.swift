@@ -1,25 +1,37 @@
 import Crypto
 import Foundation
 import Observability
+import Postgres
 import Reconciliation
 
 /// `tender reconcile`: imports a settlement report file and prints the report summary as JSON.
 enum ReconcileCommand {
     static let help = """
         usage: tender reconcile --merchant-id ID --format generic|adyen-sdr FILE [--supersede]
+                                [--amount-tolerance-minor N] [--settlement-lag-seconds N]
         Imports a processor settlement report (streamed, never loaded whole), reconciles it against
         the merchant's recorded payments and refunds, and prints the report summary as JSON with
         sorted keys. The same file again prints the same report and applies nothing. A batch already
         imported with other content is refused unless --supersede imports it as a new revision.
+          --amount-tolerance-minor N  largest |settled − recorded| still matched, in minor units
+                                      (0...\(TenderConfiguration.reconciliationAmountToleranceMinorMax); default 0, exact)
+          --settlement-lag-seconds N  how long a recorded payment may be absent from settlements before
+                                      it is missing_in_settlement (0...\(TenderConfiguration.reconciliationSettlementLagSecondsMax); default 604800)
+        The two override TENDER_RECON_AMOUNT_TOLERANCE_MINOR and TENDER_RECON_SETTLEMENT_LAG_SECONDS.
         Exit 0 on success; 1 when the file is invalid (stderr names the code, line and column) or
-        a batch conflicts.
+        a batch conflicts; 64 for a bad flag.
         """
+
+    /// Flags overriding a matching rule of the environment, with the variable each replaces.
+    static let ruleFlags = [("amount-tolerance-minor", "TENDER_RECON_AMOUNT_TOLERANCE_MINOR"),
+                            ("settlement-lag-seconds", "TENDER_RECON_SETTLEMENT_LAG_SECONDS")]
 
     /// Bytes read from the file at a time.
     static let chunkBytes = 1 << 20
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
-        let args = try Arguments(argv, options: ["merchant-id", "format"], flags: ["supersede"])
+        let args = try Arguments(argv, options: ["merchant-id", "format", "amount-tolerance-minor", "settlement-lag-seconds"],
+                                 flags: ["supersede"])
         if args.wantsHelp { Console.out(help); return .success }
         try args.expectPositionals(1)
         let merchantId = try args.required("merchant-id")
@@ -28,7 +40,25 @@ enum ReconcileCommand {
             throw UsageError(message: "--format must be generic or adyen-sdr")
         }
         let path = args.positionals[0]
-        let (configuration, pool) = try TenderCLI.openDatabase(environment)
+        var overrides: [String: String] = [:]
+        for (flag, variable) in ruleFlags {
+            if let value = args.value(flag) {
+                // An empty value would silently mean "the default"; a flag given must say something.
+                guard !value.isEmpty else { throw UsageError(message: "--\(flag) needs a value") }
+                overrides[variable] = value
+            }
+        }
+        let configuration: TenderConfiguration
+        let pool: PostgresPool
+        do {
+            (configuration, pool) = try TenderCLI.openDatabase(environment, overrides: overrides)
+        } catch let error as ConfigurationError {
+            // A bad flag is a usage mistake named after the flag, not the variable it replaces.
+            if overrides[error.variable] != nil, let flag = ruleFlags.first(where: { $0.1 == error.variable })?.0 {
+                throw UsageError(message: "--\(flag): \(error.reason)")
+            }
+            throw error
+        }
         defer { pool.close() }
         guard try pool.query("SELECT 1 FROM merchants WHERE merchant_id = $1", [merchantId]).first != nil else {
             throw TenderError("merchant_not_found", "no merchant \(merchantId)")
@@ -41,7 +71,8 @@ enum ReconcileCommand {
 
         let logger = Logger(format: configuration.logFormat)
         let store = SettlementReportStore(pool: pool, sink: FinanceSettlementSink(
-            processor: configuration.processor.rawValue, logger: logger))
+            processor: configuration.processor.rawValue, logger: logger),
+            configuration: configuration.reconciliation)
         do {
             let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,

@@ -87,9 +87,10 @@ public enum TenderCLI {
         }
     }
 
-    /// Parsed configuration plus a pool for one-shot commands.
-    static func openDatabase(_ environment: [String: String], connectionsMax: Int = 2) throws -> (TenderConfiguration, PostgresPool) {
-        let configuration = try TenderConfiguration.load(environment: environment)
+    /// Parsed configuration (`overrides` from flags win over the environment) plus a pool for one-shot commands.
+    static func openDatabase(_ environment: [String: String], overrides: [String: String] = [:],
+                             connectionsMax: Int = 2) throws -> (TenderConfiguration, PostgresPool) {
+        let configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
         pg.connectionsMax = connectionsMax
         pg.statementTimeoutMilliseconds = configuration.limits.statementTimeoutMilliseconds

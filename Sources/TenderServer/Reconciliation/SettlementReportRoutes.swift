@@ -22,7 +22,7 @@ extension TenderApp {
     /// Finishes, in the background, the finance-store effects a stopped import left pending (each
     /// merchant's next import would do it too; this does not wait for one).
     func resumeSettlementEffects() {
-        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink)
+        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
         let logger = self.logger
         Thread {
             do {
@@ -38,7 +38,7 @@ extension TenderApp {
 
     /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (CONTRACT §3).
     func registerSettlementReportRoutes(into router: inout Router) {
-        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink)
+        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
             try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store)
         }))

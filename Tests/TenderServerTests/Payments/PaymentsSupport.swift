@@ -8,11 +8,14 @@ import Postgres
 import Synchronization
 @testable import TenderServer
 
-/// Collects ledger events so tests can count them.
+/// Collects ledger events so tests can count them, and hands each on to `forward` when there is one.
 final class RecordingSink: PaymentOutcomeSink {
     let events = Mutex<[PaymentLedgerEvent]>([])
+    let forward: (any PaymentOutcomeSink)?
+    init(forwardingTo forward: (any PaymentOutcomeSink)? = nil) { self.forward = forward }
     func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
         events.withLock { $0.append(event) }
+        try forward?.record(event, merchantId: merchantId, on: conn, now: now)
     }
     var count: Int { events.withLock { $0.count } }
 }
@@ -46,16 +49,20 @@ final class PaymentsHarness: Sendable {
     let service: PaymentsService
     let server: HTTPServer
     let merchantKeys: [MerchantKey]
-    let sink = RecordingSink()
+    let sink: RecordingSink
     let logs = PaymentLogCapture()
     let merchantId: String
     let apiKey: String
     var port: Int { server.boundPort }
 
+    /// `environment` adds TENDER_* variables to the server's configuration. With `settlement`, payment
+    /// outcomes also reach the finance store (as under `tender serve`) and the finance and
+    /// settlement-report routes are served too.
     init(prefix: String, processor: ((PostgresPool) -> any PaymentProcessor)? = nil, rules: SimulatorRules = SimulatorRules(),
-         settings: PaymentsSettings = PaymentsHarness.fastSettings, merchantKeyCount: Int = 1, connectionsMax: Int = 8) throws {
+         settings: PaymentsSettings = PaymentsHarness.fastSettings, merchantKeyCount: Int = 1, connectionsMax: Int = 8,
+         environment: [String: String] = [:], settlement: Bool = false) throws {
         pool = try TestEnvironment.migratedPool(prefix, connectionsMax: connectionsMax)
-        var configuration = try TenderConfiguration.load(environment: ["TENDER_LISTEN": "127.0.0.1:0"])
+        var configuration = try TenderConfiguration.load(environment: environment.merging(["TENDER_LISTEN": "127.0.0.1:0"]) { $1 })
         configuration.limits.databaseConnectionsMax = connectionsMax
         app = TenderApp(configuration: configuration, pool: pool,
                         migrations: try MigrationFile.load(directory: TestEnvironment.migrationsDirectory), logger: .silent)
@@ -65,11 +72,16 @@ final class PaymentsHarness: Sendable {
         }
         let decryptor = ApplePayTokenDecryptor(trustedRoots: [Self.authority.root], merchantKeys: merchantKeys, tokenAgeMaxSeconds: 300)
         let chosen = processor?(pool) ?? SimulatorProcessor(pool: pool, rules: rules)
+        sink = RecordingSink(forwardingTo: settlement ? FinancePaymentSink(processor: configuration.processor.rawValue) : nil)
         service = PaymentsService(pool: pool, verifier: DecryptorTokenVerifier(decryptor: decryptor), processor: chosen,
                                   sink: sink, settings: settings, logger: logs.logger)
         var router = Router()
         service.register(into: &router, guarded: app.guarded)
         app.registerCheckoutRoutes(into: &router)
+        if settlement {
+            app.registerFinanceRoutes(into: &router)
+            app.registerSettlementReportRoutes(into: &router)
+        }
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: router)
         try server.start()
         let merchant = try Merchant.validated(merchantId: merchantIdentifier, displayName: "Test Shop", domains: ["shop.test"],
