@@ -12,6 +12,8 @@ import HTTPServer
 struct FinanceBatchPlan {
     /// A posting stored before the batch, with its legs.
     struct StoredPosting {
+        /// Where its row is (`ctid`), read under the lock that keeps it there until the batch commits.
+        let rowID: String
         /// `fingerprint(_:)` of the event that created it.
         let fingerprint: [UInt8]
         let posting: Posting
@@ -28,8 +30,9 @@ struct FinanceBatchPlan {
     private struct Slot {
         let fingerprint: [UInt8]
         var posting: Posting
-        /// Created by this batch (written with an INSERT; otherwise an UPDATE).
-        let isNew: Bool
+        /// The stored row (`StoredPosting.rowID`), nil when the batch creates the posting (INSERT).
+        let rowID: String?
+        var isNew: Bool { rowID == nil }
     }
 
     let context: FinanceContext
@@ -51,7 +54,7 @@ struct FinanceBatchPlan {
     init(context: FinanceContext, stored: [String: StoredPosting]) {
         self.context = context
         for (key, stored) in stored {
-            slots[key] = Slot(fingerprint: stored.fingerprint, posting: stored.posting, isNew: false)
+            slots[key] = Slot(fingerprint: stored.fingerprint, posting: stored.posting, rowID: stored.rowID)
         }
     }
 
@@ -124,7 +127,7 @@ struct FinanceBatchPlan {
     }
 
     private mutating func insert(_ posting: Posting, fingerprint: [UInt8]) throws(FinanceError) {
-        slots[posting.key] = Slot(fingerprint: fingerprint, posting: posting, isNew: true)
+        slots[posting.key] = Slot(fingerprint: fingerprint, posting: posting, rowID: nil)
         markChanged(posting.key)
         for entry in posting.entries where ledgerAccountKeys.insert(entry.account.key).inserted {
             ledgerAccounts.append(entry.account)
@@ -164,8 +167,10 @@ struct FinanceBatchPlan {
     /// The fingerprint of a posting of the batch.
     func fingerprint(of key: String) -> [UInt8] { slots[key]?.fingerprint ?? [] }
 
-    /// Postings stored before the batch whose status changed, in their final state.
-    var movedPostings: [Posting] { changedKeys.compactMap { slots[$0].flatMap { $0.isNew ? nil : $0.posting } } }
+    /// Postings stored before the batch whose status changed, in their final state, with their row ids.
+    var movedPostings: [(rowID: String, posting: Posting)] {
+        changedKeys.compactMap { key in slots[key].flatMap { slot in slot.rowID.map { ($0, slot.posting) } } }
+    }
 
     /// Every changed posting's FinanceKit transactions in their final state, in order of first change;
     /// `isNew` when the posting was created by the batch.

@@ -8,26 +8,35 @@ import Postgres
 /// write is one array parameter (`PGArray.text`) expanded by `unnest`, so the number of round trips
 /// does not depend on the number of events.
 enum FinanceBatchSQL {
-    /// Round trip 2: the postings among `keys` that are already stored, locked `FOR UPDATE` in key order
-    /// (a status change reads, then rewrites them), with their legs.
+    /// Round trip 2: the postings among `keys` that are already stored, with their legs, each locked
+    /// `FOR UPDATE` (a status change reads, then rewrites it) in the order of `keys` (sorted here, so two
+    /// batches lock shared postings in the same order), with its row id for the rewrite.
+    ///
+    /// Each key is looked up on its own, through the primary key (the LATERAL subqueries cannot be
+    /// flattened into joins): planner statistics that still think a new merchant has no rows (the state
+    /// after its first busy day) then cannot turn the lookup into a scan of all the merchant's rows per key.
     static func storedPostings(_ keys: [String], merchantId: String,
                                on conn: PostgresConnection) throws -> [String: FinanceBatchPlan.StoredPosting] {
         let result = try conn.query("""
-            WITH stored AS (
-                SELECT posting_key, transaction_type, extract(epoch FROM transaction_date)::bigint AS transaction_date,
-                       status, extract(epoch FROM posted_date)::bigint AS posted_date, description, original_description,
-                       fingerprint
-                  FROM finance_postings
-                 WHERE merchant_id = $1 AND posting_key = ANY($2::text[])
-                 ORDER BY posting_key
-                   FOR UPDATE)
             SELECT s.*, e.side, e.amount_minor, a.account_key, a.ledger_class, a.currency_code, a.exposed,
                    a.display_name, a.institution_name
-              FROM stored s
-              LEFT JOIN finance_entries e ON e.merchant_id = $1 AND e.posting_key = s.posting_key
-              LEFT JOIN finance_ledger_accounts a ON a.merchant_id = e.merchant_id AND a.account_key = e.account_key
-             ORDER BY s.posting_key, e.leg
-            """, [merchantId, PGArray.text(keys)])
+              FROM unnest($2::text[]) WITH ORDINALITY AS k(posting_key, ord)
+             CROSS JOIN LATERAL (
+                   SELECT f.ctid::text AS row_id, f.posting_key, f.transaction_type,
+                          extract(epoch FROM f.transaction_date)::bigint AS transaction_date, f.status,
+                          extract(epoch FROM f.posted_date)::bigint AS posted_date, f.description,
+                          f.original_description, f.fingerprint
+                     FROM finance_postings f
+                    WHERE f.merchant_id = $1 AND f.posting_key = k.posting_key
+                      FOR UPDATE) s
+              LEFT JOIN LATERAL (
+                   SELECT x.leg, x.side, x.amount_minor, x.account_key FROM finance_entries x
+                    WHERE x.merchant_id = $1 AND x.posting_key = s.posting_key
+                    ORDER BY x.leg
+                   OFFSET 0) e ON true
+              LEFT JOIN finance_ledger_accounts a ON a.merchant_id = $1 AND a.account_key = e.account_key
+             ORDER BY k.ord, e.leg
+            """, [merchantId, PGArray.text(keys.sorted())])
         var stored: [String: FinanceBatchPlan.StoredPosting] = [:]
         var index = 0
         let rows = result.rows
@@ -59,7 +68,8 @@ enum FinanceBatchSQL {
                                       status: status, postedDate: posted.map(FinanceTimestamp.init(secondsSinceEpoch:)),
                                       transactionDescription: try head.decode("description"),
                                       originalTransactionDescription: try head.decode("original_description"))
-            stored[key] = FinanceBatchPlan.StoredPosting(fingerprint: try head.decode("fingerprint"), posting: posting)
+            stored[key] = FinanceBatchPlan.StoredPosting(rowID: try head.decode("row_id"),
+                                                         fingerprint: try head.decode("fingerprint"), posting: posting)
         }
         return stored
     }
@@ -122,6 +132,12 @@ enum FinanceBatchSQL {
     /// legs, moves the stored ones, adds the balance deltas in account-id order (a fixed lock order, so
     /// writers cannot deadlock), and inserts or rewrites the transactions. Returns the accounts created
     /// and every touched balance after the change.
+    ///
+    /// Rewrites go by row id (`ctid`), never through a join the planner may turn into a scan of the
+    /// merchant's rows when its statistics are stale: a moved posting by the id round trip 2 read under
+    /// lock; a transaction by a per-row lookup (LATERAL, not flattened) that names a column of every
+    /// index of `finance_transaction` besides `merchant_id`, so that every index the planner may pick
+    /// finds the one row.
     private static func writeDomain(
         _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
         merchantId: String, on conn: PostgresConnection
@@ -156,8 +172,9 @@ enum FinanceBatchSQL {
                 RETURNING 1),
             moved_postings AS (
                 UPDATE finance_postings f SET status = m.status, posted_date = m.posted_date, updated_at = now()
-                  FROM unnest($17::text[], $18::text[], $19::timestamptz[]) AS m(posting_key, status, posted_date)
-                 WHERE f.merchant_id = $1 AND f.posting_key = m.posting_key
+                  FROM unnest($17::tid[], $18::text[], $19::timestamptz[], $51::text[])
+                       AS m(row_id, status, posted_date, posting_key)
+                 WHERE f.ctid = m.row_id AND f.merchant_id = $1 AND f.posting_key = m.posting_key
                 RETURNING 1),
             legs AS (
                 INSERT INTO finance_entries (merchant_id, posting_key, leg, account_key, side, amount_minor, currency_code)
@@ -190,14 +207,23 @@ enum FinanceBatchSQL {
                 RETURNING 1),
             moved_transactions AS (
                 UPDATE finance_transaction f SET status = m.status, posted_date = m.posted_date, payload = m.payload
-                  FROM unnest($47::uuid[], $48::text[], $49::timestamptz[], $50::jsonb[]) AS m(id, status, posted_date, payload)
-                 WHERE f.merchant_id = $1 AND f.id = m.id
+                  FROM unnest($47::uuid[], $48::text[], $49::timestamptz[], $50::jsonb[], $52::uuid[], $53::text[],
+                              $54::timestamptz[])
+                       AS m(id, status, posted_date, payload, account_id, posting_key, transaction_date)
+                 CROSS JOIN LATERAL (
+                       SELECT t.ctid AS row_id FROM finance_transaction t
+                        WHERE t.merchant_id = $1 AND t.id = m.id AND t.account_id = m.account_id
+                          AND t.posting_key = m.posting_key AND t.transaction_date = m.transaction_date
+                       OFFSET 0) x
+                 WHERE f.ctid = x.row_id
                 RETURNING 1)
             SELECT 'account' AS kind, account_id::text AS account_id, NULL::bigint AS booked_minor,
                    NULL::bigint AS available_minor
               FROM acc
             UNION ALL
             SELECT 'balance', account_id::text, booked_minor, available_minor FROM bal
+            UNION ALL
+            SELECT 'moved', NULL, (SELECT count(*) FROM moved_postings), (SELECT count(*) FROM moved_transactions)
             """, [merchantId,
                   PGArray.text(accounts.map(\.key)),
                   PGArray.text(accounts.map(\.ledgerClass.rawValue)),
@@ -214,9 +240,9 @@ enum FinanceBatchSQL {
                   PGArray.text(newPostings.map(\.transactionDescription)),
                   PGArray.text(newPostings.map(\.originalTransactionDescription)),
                   PGArray.text(newPostings.map { hexEncoded(plan.fingerprint(of: $0.key)) }),
-                  PGArray.text(moved.map(\.key)),
-                  PGArray.text(moved.map(\.status.rawValue)),
-                  PGArray.text(moved.map { $0.postedDate?.description }),
+                  PGArray.text(moved.map(\.rowID)),
+                  PGArray.text(moved.map(\.posting.status.rawValue)),
+                  PGArray.text(moved.map { $0.posting.postedDate?.description }),
                   PGArray.text(legs.map(\.postingKey)),
                   PGArray.text(legs.map { String($0.leg) }),
                   PGArray.text(legs.map(\.entry.account.key)),
@@ -247,15 +273,26 @@ enum FinanceBatchSQL {
                   PGArray.text(rewritten.map(\.transaction.id.description)),
                   PGArray.text(rewritten.map(\.transaction.status.rawValue)),
                   PGArray.text(rewritten.map { $0.transaction.postedDate?.description }),
-                  PGArray.text(rewritten.map(\.payload))])
+                  PGArray.text(rewritten.map(\.payload)),
+                  PGArray.text(moved.map(\.posting.key)),
+                  PGArray.text(rewritten.map(\.transaction.accountID.description)),
+                  PGArray.text(rewritten.map(\.postingKey)),
+                  PGArray.text(rewritten.map(\.transaction.transactionDate.description))])
         var created = Set<FinanceID>()
         var stored: [FinanceID: (booked: Int64, available: Int64)] = [:]
         for row in result.rows {
-            let id = try FinanceID(parsing: try row.decode("account_id"))
-            if try row.decode("kind", as: String.self) == "account" {
-                created.insert(id)
-            } else {
-                stored[id] = (try row.decode("booked_minor"), try row.decode("available_minor"))
+            switch try row.decode("kind", as: String.self) {
+            case "account":
+                created.insert(try FinanceID(parsing: try row.decode("account_id")))
+            case "balance":
+                stored[try FinanceID(parsing: try row.decode("account_id"))] = (try row.decode("booked_minor"),
+                                                                                try row.decode("available_minor"))
+            default:
+                // Rows are rewritten by the id read under lock in round trip 2: every one must still be there.
+                guard try row.decode("booked_minor", as: Int.self) == moved.count,
+                      try row.decode("available_minor", as: Int.self) == rewritten.count else {
+                    throw FinanceError(.changeLogInvalid, detail: "a moved posting or transaction was not rewritten")
+                }
             }
         }
         return (created, stored)

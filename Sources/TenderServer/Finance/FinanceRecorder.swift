@@ -157,20 +157,25 @@ func balanceContribution(_ t: Transaction) -> (booked: Int64, available: Int64) 
 
 /// PostgreSQL array literals for binding a whole column of a multi-row statement as one text parameter.
 enum PGArray {
-    /// `{"a","b",NULL}`: every element quoted (backslash and quote escaped), nil as NULL.
+    /// `{"a","b",NULL}`: every element quoted (backslash and quote escaped), nil as NULL. Built on UTF-8
+    /// bytes (a batch's payload column is megabytes; no byte of a multi-byte sequence is `"` or `\`).
     static func text(_ items: [String?]) -> String {
-        var out = "{"
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        var out: [UInt8] = []
+        out.reserveCapacity(items.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
+        out.append(UInt8(ascii: "{"))
         for (index, item) in items.enumerated() {
-            if index > 0 { out += "," }
-            guard let item else { out += "NULL"; continue }
-            out += "\""
-            for ch in item.unicodeScalars {
-                if ch == "\\" || ch == "\"" { out += "\\" }
-                out.unicodeScalars.append(ch)
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            guard let item else { out += "NULL".utf8; continue }
+            out.append(quote)
+            for byte in item.utf8 {
+                if byte == quote || byte == backslash { out.append(backslash) }
+                out.append(byte)
             }
-            out += "\""
+            out.append(quote)
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Non-optional convenience.
