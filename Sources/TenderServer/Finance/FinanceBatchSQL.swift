@@ -143,7 +143,8 @@ enum FinanceBatchSQL {
         merchantId: String, on conn: PostgresConnection
     ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
         let identity = plan.context.identity
-        let accounts = plan.ledgerAccounts
+        // Key order: two batches creating the same accounts wait on each other's keys in one order.
+        let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
         let newPostings = plan.newPostings
         let moved = plan.movedPostings
         let legs = newPostings.flatMap { posting in

@@ -1,6 +1,7 @@
 import FinanceStore
 import Foundation
 import Postgres
+import Synchronization
 import Testing
 @testable import TenderServer
 
@@ -39,6 +40,7 @@ struct FinanceBatchTests {
         #expect(try StoredState.transactions(s, merchant: single) == Set(reference.transactions))
         #expect(try StoredState.balances(s, merchant: single)
                 == Set(reference.balances(asOf: FinanceTimestamp(secondsSinceEpoch: Int64(Self.now.timeIntervalSince1970)))))
+        #expect(try StoredState.accounts(s, merchant: single) == Set(reference.financeAccounts))
         #expect(expected.rows["finance_postings"]?.count == reference.allPostings.count)
 
         for size in [1, 7, events.count] {
@@ -204,6 +206,55 @@ struct FinanceBatchTests {
             #expect(error.code == .statusTransitionInvalid)
         }
         #expect(try StoredState.counts(s, merchant: merchant) == before)
+    }
+
+    // MARK: Concurrency
+
+    @Test func concurrentFirstBatchesOfAMerchantShareItsNewAccounts() throws {
+        let s = try FinanceTestServer(prefix: "fin_batch_race", connectionsMax: 8)
+        defer { s.stop() }
+        for _ in 0..<4 {
+            let (merchant, _) = try s.merchant()
+            let writers = 4
+            let start = DispatchSemaphore(value: 0)
+            let finished = DispatchGroup()
+            let failures = Mutex<[String]>([])
+            for w in 0..<writers {
+                // Each writer uses the merchant's accounts first, in its own order.
+                let paid = Events.paid("pay_\(w)", 1_000)
+                let fee = BusinessEvent.fee(feeID: "fee_\(w)", paymentID: nil, money: Events.money(10), at: Events.at(1))
+                let payout = BusinessEvent.payout(payoutID: "po_\(w)", bankReference: "1234", money: Events.money(100),
+                                                  at: Events.at(2))
+                let events = w % 2 == 0 ? [fee, paid, payout] : [payout, paid, fee]
+                finished.enter()
+                Thread {
+                    start.wait()
+                    do { _ = try Self.applyBatch(s, events, merchant: merchant) } catch {
+                        failures.withLock { $0.append(String(describing: error)) }
+                    }
+                    finished.leave()
+                }.start()
+            }
+            for _ in 0..<writers { start.signal() }
+            finished.wait()
+            #expect(failures.withLock { $0 }.isEmpty)
+            // psp, bank (exposed); sales, fees, transit (internal): each created once, by whoever came first.
+            let counts = try StoredState.counts(s, merchant: merchant)
+            #expect(counts["finance_ledger_accounts"] == 5)
+            #expect(counts["finance_account"] == 2)
+            #expect(counts["finance_postings"] == writers * 4)
+            let psp = FinanceTestServer.settlementAccountID(merchant: merchant)
+            let balance = try s.pool.query("""
+                SELECT booked_minor, available_minor FROM finance_balance WHERE merchant_id = $1 AND account_id = $2::uuid
+                """, [merchant, psp.description]).first
+            // Per writer: fee 10 and payout 100 booked out; the authorized payment counts nowhere yet.
+            #expect(try balance?.decode("booked_minor", as: Int64.self) == -110 * Int64(writers))
+            #expect(try balance?.decode("available_minor", as: Int64.self) == -110 * Int64(writers))
+            let accountInserts = try s.pool.query("""
+                SELECT count(*) AS n FROM finance_change WHERE merchant_id = $1 AND scope_kind = 'accounts' AND op = 'insert'
+                """, [merchant]).first?.decode("n", as: Int.self)
+            #expect(accountInserts == 2)
+        }
     }
 
     // MARK: Limits
@@ -459,6 +510,12 @@ struct StoredState {
     static func transactions(_ s: FinanceTestServer, merchant: String) throws -> Set<Transaction> {
         Set(try s.pool.query("SELECT payload::text AS p FROM finance_transaction WHERE merchant_id = $1", [merchant])
             .rows.map { try JSONDecoder().decode(Transaction.self, from: Data(try $0.decode("p", as: String.self).utf8)) })
+    }
+
+    /// The stored FinanceKit accounts of `merchant`.
+    static func accounts(_ s: FinanceTestServer, merchant: String) throws -> Set<Account> {
+        Set(try s.pool.query("SELECT payload::text AS p FROM finance_account WHERE merchant_id = $1", [merchant])
+            .rows.map { try JSONDecoder().decode(Account.self, from: Data(try $0.decode("p", as: String.self).utf8)) })
     }
 
     /// The stored FinanceKit balances of `merchant` (the entity payloads the API serves).
