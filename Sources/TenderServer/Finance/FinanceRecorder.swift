@@ -59,8 +59,10 @@ public struct FinanceRecorder: Sendable {
     /// `amount_overflow`, or `PostgresError` (a concurrent insert of the same posting is a unique
     /// violation); the caller then rolls back its transaction.
     ///
-    /// Lock order: a call locks its stored postings (key order), then balance rows (account-id order).
-    /// A caller applying several batches in one transaction should not expect that order across them.
+    /// Lock order: a call locks its stored postings (key order), creates ledger accounts (key order),
+    /// then locks balance rows (account-id order). A transaction that applies several batches keeps the
+    /// locks of the earlier ones, so the order holds within one call only: should two such transactions
+    /// of one merchant wait on each other, PostgreSQL aborts one (SQLSTATE 40P01) and its caller retries.
     public func apply(_ events: [BusinessEvent], merchantId: String, on conn: PostgresConnection, now: Date,
                       missingPostings: MissingPostingPolicy) throws -> FinanceBatchOutcome {
         guard events.count <= batchEventsMax else {

@@ -27,6 +27,7 @@ struct FinanceBatchTests {
         defer { s.stop() }
         let events = try MixedEvents.make(count: 400, seed: 0x5EED_F1AA)
         #expect(events.count >= 250)
+        #expect(Set(events.map(MixedEvents.kind)).count == MixedEvents.kindCount)  // every kind of event is in the mix
 
         let (single, _) = try s.merchant()
         try s.pool.transaction { conn in
@@ -339,6 +340,31 @@ enum MixedEvents {
             z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
             z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
             return Int((z ^ (z >> 31)) % UInt64(bound))
+        }
+    }
+
+    /// How many kinds of `BusinessEvent` there are.
+    static let kindCount = 16
+
+    /// The case name of `event`.
+    static func kind(_ event: BusinessEvent) -> String {
+        switch event {
+        case .paymentSucceeded: "paymentSucceeded"
+        case .paymentDeclined: "paymentDeclined"
+        case .paymentFailed: "paymentFailed"
+        case .paymentBooked: "paymentBooked"
+        case .paymentVoided: "paymentVoided"
+        case .refundCreated: "refundCreated"
+        case .refundBooked: "refundBooked"
+        case .refundRejected: "refundRejected"
+        case .fee: "fee"
+        case .chargeback: "chargeback"
+        case .chargebackReversal: "chargebackReversal"
+        case .adjustment: "adjustment"
+        case .payout: "payout"
+        case .payoutArrived: "payoutArrived"
+        case .feeInvoiced: "feeInvoiced"
+        case .feeInvoiceSettled: "feeInvoiceSettled"
         }
     }
 
