@@ -4,7 +4,8 @@ import HTTPServer
 import Postgres
 
 /// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the stored
-/// postings, one write of the domain tables, one write of the change log. Every column of a multi-row
+/// postings, one rewrite of the moved ones, one write of everything new and of the balances, one write
+/// of the change log. Every column of a multi-row
 /// write is one array parameter (`PGArray.text`) expanded by `unnest`, so the number of round trips
 /// does not depend on the number of events.
 enum FinanceBatchSQL {
@@ -74,7 +75,7 @@ enum FinanceBatchSQL {
         return stored
     }
 
-    /// Round trips 3 and 4: writes `plan` and logs every changed entity, then queues one `pg_notify`.
+    /// Round trips 3 to 5: writes `plan` and logs every changed entity, then queues one `pg_notify`.
     static func write(_ plan: FinanceBatchPlan, merchantId: String, epoch: UInt32, asOf: FinanceTimestamp,
                       on conn: PostgresConnection) throws {
         // Each changed transaction is encoded once: the same JSON goes to its row and to its entity.
@@ -83,8 +84,12 @@ enum FinanceBatchSQL {
                            payload: try json(item.transaction))
         }
         let accountViews = try plan.accountViews.map { (view: $0, payload: try json($0)) }
-        let written = try writeDomain(plan, transactions: transactions, accountViews: accountViews,
-                                      merchantId: merchantId, on: conn)
+        let moved = plan.movedPostings
+        if !moved.isEmpty {
+            try writeMoves(moved, transactions: transactions.filter { !$0.isNew }, merchantId: merchantId, on: conn)
+        }
+        let written = try writeInserts(plan, transactions: transactions.filter(\.isNew), accountViews: accountViews,
+                                       merchantId: merchantId, on: conn)
 
         var changes: [Change] = []
         for (view, payload) in accountViews where written.createdAccounts.contains(view.id) {
@@ -126,19 +131,63 @@ enum FinanceBatchSQL {
         let payload: String
     }
 
-    /// Round trip 3, one statement: creates the ledger accounts on first use (a FinanceKit account and
-    /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
-    /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
-    /// legs, moves the stored ones, adds the balance deltas in account-id order (a fixed lock order, so
-    /// writers cannot deadlock), and inserts or rewrites the transactions. Returns the accounts created
-    /// and every touched balance after the change.
+    /// Round trip 3 (only when the batch moves postings stored before it), one statement: rewrites their
+    /// status and their transactions to the final state.
     ///
     /// Rewrites go by row id (`ctid`), never through a join the planner may turn into a scan of the
-    /// merchant's rows when its statistics are stale: a moved posting by the id round trip 2 read under
-    /// lock; a transaction by a per-row lookup (LATERAL, not flattened) that names a column of every
-    /// index of `finance_transaction` besides `merchant_id`, so that every index the planner may pick
-    /// finds the one row.
-    private static func writeDomain(
+    /// merchant's rows when its statistics are stale: a posting by the id round trip 2 read under lock;
+    /// a transaction by a per-row lookup (LATERAL, not flattened) that names a column of every index of
+    /// `finance_transaction` besides `merchant_id`, so that any index the planner picks finds the one row.
+    private static func writeMoves(_ moved: [(rowID: String, posting: Posting)], transactions: [TransactionRow],
+                                   merchantId: String, on conn: PostgresConnection) throws {
+        guard let counts = try conn.query("""
+            WITH moved_postings AS (
+                UPDATE finance_postings f SET status = m.status, posted_date = m.posted_date, updated_at = now()
+                  FROM unnest($2::tid[], $3::text[], $4::text[], $5::timestamptz[])
+                       AS m(row_id, posting_key, status, posted_date)
+                 WHERE f.ctid = m.row_id AND f.merchant_id = $1 AND f.posting_key = m.posting_key
+                RETURNING 1),
+            moved_transactions AS (
+                UPDATE finance_transaction f SET status = m.status, posted_date = m.posted_date, payload = m.payload
+                  FROM unnest($6::uuid[], $7::uuid[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[],
+                              $12::jsonb[])
+                       AS m(id, account_id, posting_key, transaction_date, status, posted_date, payload)
+                 CROSS JOIN LATERAL (
+                       SELECT t.ctid AS row_id FROM finance_transaction t
+                        WHERE t.merchant_id = $1 AND t.id = m.id AND t.account_id = m.account_id
+                          AND t.posting_key = m.posting_key AND t.transaction_date = m.transaction_date
+                       OFFSET 0) x
+                 WHERE f.ctid = x.row_id
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM moved_postings)::int AS postings,
+                   (SELECT count(*) FROM moved_transactions)::int AS transactions
+            """, [merchantId,
+                  PGArray.text(moved.map(\.rowID)),
+                  PGArray.text(moved.map(\.posting.key)),
+                  PGArray.text(moved.map(\.posting.status.rawValue)),
+                  PGArray.text(moved.map { $0.posting.postedDate?.description }),
+                  PGArray.text(transactions.map(\.transaction.id.description)),
+                  PGArray.text(transactions.map(\.transaction.accountID.description)),
+                  PGArray.text(transactions.map(\.postingKey)),
+                  PGArray.text(transactions.map(\.transaction.transactionDate.description)),
+                  PGArray.text(transactions.map(\.transaction.status.rawValue)),
+                  PGArray.text(transactions.map { $0.transaction.postedDate?.description }),
+                  PGArray.text(transactions.map(\.payload))]).first else {
+            throw FinanceError(.changeLogInvalid, detail: "move returned nothing")
+        }
+        // Every row was read under lock in round trip 2 (or belongs to a posting that was): all must be there.
+        guard try counts.decode("postings", as: Int.self) == moved.count,
+              try counts.decode("transactions", as: Int.self) == transactions.count else {
+            throw FinanceError(.changeLogInvalid, detail: "a moved posting or transaction was not rewritten")
+        }
+    }
+
+    /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
+    /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
+    /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
+    /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
+    /// writers cannot deadlock). Returns the accounts created and every touched balance after the change.
+    private static func writeInserts(
         _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
         merchantId: String, on conn: PostgresConnection
     ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
@@ -146,13 +195,10 @@ enum FinanceBatchSQL {
         // Key order: two batches creating the same accounts wait on each other's keys in one order.
         let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
         let newPostings = plan.newPostings
-        let moved = plan.movedPostings
         let legs = newPostings.flatMap { posting in
             posting.entries.enumerated().map { (postingKey: posting.key, leg: $0.offset, entry: $0.element) }
         }
         let balances = plan.balanceChanges
-        let inserted = transactions.filter(\.isNew)
-        let rewritten = transactions.filter { !$0.isNew }
         let result = try conn.query("""
             WITH acc AS (
                 INSERT INTO finance_ledger_accounts (merchant_id, account_key, ledger_class, currency_code, exposed,
@@ -171,27 +217,21 @@ enum FinanceBatchSQL {
                        AS p(posting_key, transaction_type, transaction_date, status, posted_date, description,
                             original_description, fingerprint)
                 RETURNING 1),
-            moved_postings AS (
-                UPDATE finance_postings f SET status = m.status, posted_date = m.posted_date, updated_at = now()
-                  FROM unnest($17::tid[], $18::text[], $19::timestamptz[], $51::text[])
-                       AS m(row_id, status, posted_date, posting_key)
-                 WHERE f.ctid = m.row_id AND f.merchant_id = $1 AND f.posting_key = m.posting_key
-                RETURNING 1),
             legs AS (
                 INSERT INTO finance_entries (merchant_id, posting_key, leg, account_key, side, amount_minor, currency_code)
-                SELECT $1, e.* FROM unnest($20::text[], $21::smallint[], $22::text[], $23::text[], $24::bigint[],
-                                           $25::text[]) AS e
+                SELECT $1, e.* FROM unnest($17::text[], $18::smallint[], $19::text[], $20::text[], $21::bigint[],
+                                           $22::text[]) AS e
                 RETURNING 1),
             fa AS (
                 INSERT INTO finance_account (merchant_id, id, kind, currency_code, display_name, payload)
-                SELECT $1, v.* FROM unnest($26::uuid[], $27::text[], $28::text[], $29::text[], $30::jsonb[])
+                SELECT $1, v.* FROM unnest($23::uuid[], $24::text[], $25::text[], $26::text[], $27::jsonb[])
                        AS v(id, kind, currency_code, display_name, payload)
                  WHERE v.id IN (SELECT account_id FROM acc)
                 RETURNING 1),
             bal AS (
                 INSERT INTO finance_balance (merchant_id, account_id, currency_code, booked_minor, available_minor)
                 SELECT $1, b.account_id, b.currency_code, b.booked, b.available
-                  FROM unnest($31::uuid[], $32::text[], $33::bigint[], $34::bigint[])
+                  FROM unnest($28::uuid[], $29::text[], $30::bigint[], $31::bigint[])
                        WITH ORDINALITY AS b(account_id, currency_code, booked, available, ord)
                  ORDER BY b.ord
                 ON CONFLICT (merchant_id, account_id) DO UPDATE
@@ -202,29 +242,15 @@ enum FinanceBatchSQL {
                 INSERT INTO finance_transaction (merchant_id, id, account_id, posting_key, status, transaction_type,
                     credit_debit_indicator, merchant_category_code, transaction_date, posted_date, amount_minor,
                     currency_code, payload)
-                SELECT $1, t.* FROM unnest($35::uuid[], $36::uuid[], $37::text[], $38::text[], $39::text[], $40::text[],
-                                           $41::smallint[], $42::timestamptz[], $43::timestamptz[], $44::bigint[],
-                                           $45::text[], $46::jsonb[]) AS t
-                RETURNING 1),
-            moved_transactions AS (
-                UPDATE finance_transaction f SET status = m.status, posted_date = m.posted_date, payload = m.payload
-                  FROM unnest($47::uuid[], $48::text[], $49::timestamptz[], $50::jsonb[], $52::uuid[], $53::text[],
-                              $54::timestamptz[])
-                       AS m(id, status, posted_date, payload, account_id, posting_key, transaction_date)
-                 CROSS JOIN LATERAL (
-                       SELECT t.ctid AS row_id FROM finance_transaction t
-                        WHERE t.merchant_id = $1 AND t.id = m.id AND t.account_id = m.account_id
-                          AND t.posting_key = m.posting_key AND t.transaction_date = m.transaction_date
-                       OFFSET 0) x
-                 WHERE f.ctid = x.row_id
+                SELECT $1, t.* FROM unnest($32::uuid[], $33::uuid[], $34::text[], $35::text[], $36::text[], $37::text[],
+                                           $38::smallint[], $39::timestamptz[], $40::timestamptz[], $41::bigint[],
+                                           $42::text[], $43::jsonb[]) AS t
                 RETURNING 1)
             SELECT 'account' AS kind, account_id::text AS account_id, NULL::bigint AS booked_minor,
                    NULL::bigint AS available_minor
               FROM acc
             UNION ALL
             SELECT 'balance', account_id::text, booked_minor, available_minor FROM bal
-            UNION ALL
-            SELECT 'moved', NULL, (SELECT count(*) FROM moved_postings), (SELECT count(*) FROM moved_transactions)
             """, [merchantId,
                   PGArray.text(accounts.map(\.key)),
                   PGArray.text(accounts.map(\.ledgerClass.rawValue)),
@@ -241,9 +267,6 @@ enum FinanceBatchSQL {
                   PGArray.text(newPostings.map(\.transactionDescription)),
                   PGArray.text(newPostings.map(\.originalTransactionDescription)),
                   PGArray.text(newPostings.map { hexEncoded(plan.fingerprint(of: $0.key)) }),
-                  PGArray.text(moved.map(\.rowID)),
-                  PGArray.text(moved.map(\.posting.status.rawValue)),
-                  PGArray.text(moved.map { $0.posting.postedDate?.description }),
                   PGArray.text(legs.map(\.postingKey)),
                   PGArray.text(legs.map { String($0.leg) }),
                   PGArray.text(legs.map(\.entry.account.key)),
@@ -259,47 +282,32 @@ enum FinanceBatchSQL {
                   PGArray.text(balances.map(\.delta.currencyCode)),
                   PGArray.text(balances.map { String($0.delta.bookedMinor) }),
                   PGArray.text(balances.map { String($0.delta.availableMinor) }),
-                  PGArray.text(inserted.map(\.transaction.id.description)),
-                  PGArray.text(inserted.map(\.transaction.accountID.description)),
-                  PGArray.text(inserted.map(\.postingKey)),
-                  PGArray.text(inserted.map(\.transaction.status.rawValue)),
-                  PGArray.text(inserted.map(\.transaction.transactionType.rawValue)),
-                  PGArray.text(inserted.map(\.transaction.creditDebitIndicator.rawValue)),
-                  PGArray.text(inserted.map { $0.transaction.merchantCategoryCode.map { String($0) } }),
-                  PGArray.text(inserted.map(\.transaction.transactionDate.description)),
-                  PGArray.text(inserted.map { $0.transaction.postedDate?.description }),
-                  PGArray.text(inserted.map { String($0.transaction.transactionAmount.amountMinor) }),
-                  PGArray.text(inserted.map(\.transaction.transactionAmount.currencyCode)),
-                  PGArray.text(inserted.map(\.payload)),
-                  PGArray.text(rewritten.map(\.transaction.id.description)),
-                  PGArray.text(rewritten.map(\.transaction.status.rawValue)),
-                  PGArray.text(rewritten.map { $0.transaction.postedDate?.description }),
-                  PGArray.text(rewritten.map(\.payload)),
-                  PGArray.text(moved.map(\.posting.key)),
-                  PGArray.text(rewritten.map(\.transaction.accountID.description)),
-                  PGArray.text(rewritten.map(\.postingKey)),
-                  PGArray.text(rewritten.map(\.transaction.transactionDate.description))])
+                  PGArray.text(transactions.map(\.transaction.id.description)),
+                  PGArray.text(transactions.map(\.transaction.accountID.description)),
+                  PGArray.text(transactions.map(\.postingKey)),
+                  PGArray.text(transactions.map(\.transaction.status.rawValue)),
+                  PGArray.text(transactions.map(\.transaction.transactionType.rawValue)),
+                  PGArray.text(transactions.map(\.transaction.creditDebitIndicator.rawValue)),
+                  PGArray.text(transactions.map { $0.transaction.merchantCategoryCode.map { String($0) } }),
+                  PGArray.text(transactions.map(\.transaction.transactionDate.description)),
+                  PGArray.text(transactions.map { $0.transaction.postedDate?.description }),
+                  PGArray.text(transactions.map { String($0.transaction.transactionAmount.amountMinor) }),
+                  PGArray.text(transactions.map(\.transaction.transactionAmount.currencyCode)),
+                  PGArray.text(transactions.map(\.payload))])
         var created = Set<FinanceID>()
         var stored: [FinanceID: (booked: Int64, available: Int64)] = [:]
         for row in result.rows {
-            switch try row.decode("kind", as: String.self) {
-            case "account":
-                created.insert(try FinanceID(parsing: try row.decode("account_id")))
-            case "balance":
-                stored[try FinanceID(parsing: try row.decode("account_id"))] = (try row.decode("booked_minor"),
-                                                                                try row.decode("available_minor"))
-            default:
-                // Rows are rewritten by the id read under lock in round trip 2: every one must still be there.
-                guard try row.decode("booked_minor", as: Int.self) == moved.count,
-                      try row.decode("available_minor", as: Int.self) == rewritten.count else {
-                    throw FinanceError(.changeLogInvalid, detail: "a moved posting or transaction was not rewritten")
-                }
+            let id = try FinanceID(parsing: try row.decode("account_id"))
+            if try row.decode("kind", as: String.self) == "account" {
+                created.insert(id)
+            } else {
+                stored[id] = (try row.decode("booked_minor"), try row.decode("available_minor"))
             }
         }
         return (created, stored)
     }
 
-    /// Round trip 4, one statement: upserts every changed entity, appends its change row (ChangeFeedSQL),
+    /// Round trip 5, one statement: upserts every changed entity, appends its change row (ChangeFeedSQL),
     /// and queues the `pg_notify` that wakes monitoring streams once the caller commits.
     private static func log(_ changes: [Change], merchantId: String, epoch: UInt32, on conn: PostgresConnection) throws {
         let nilUUID = "00000000-0000-0000-0000-000000000000"

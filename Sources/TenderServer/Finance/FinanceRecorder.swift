@@ -42,14 +42,16 @@ public struct FinanceRecorder: Sendable {
     }
 
     /// Applies `events` in order for `merchantId` on `conn` (inside the caller's transaction), leaving
-    /// exactly the rows that applying them one by one would leave, in at most four round trips:
+    /// exactly the rows that applying them one by one would leave, in at most five round trips:
     /// 1. the merchant's name and the change-log epoch;
     /// 2. the stored postings the events name, locked `FOR UPDATE` in key order, with their legs
     ///    (skipped when no event has a ledger effect);
-    /// 3. one write: ledger accounts, postings, legs, status changes, FinanceKit accounts, balances (in
-    ///    account-id order, the lock order of every writer), new and changed transactions;
-    /// 4. one `finance_entity` upsert and one `finance_change` row per changed entity, and one `pg_notify`.
-    /// Round trips 3 and 4 are skipped when nothing changes (every event a replay).
+    /// 3. the status changes of stored postings and their transactions (only when there are some);
+    /// 4. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, and the
+    ///    balances (in account-id order, the lock order of every writer);
+    /// 5. one `finance_entity` upsert and one `finance_change` row per changed entity, and one `pg_notify`.
+    /// Round trips 3 to 5 are skipped when nothing changes (every event a replay); a payment (one new
+    /// posting) takes four.
     ///
     /// The change log gets one row per changed entity per call: a transaction created and moved by the
     /// same call is one `insert` with its final state, one moved twice is one `update`, and each touched
