@@ -1,6 +1,5 @@
 import Crypto
 import FinanceStore
-import HTTPServer
 
 /// The pure part of applying a list of business events: their effects are replayed, in order, over the
 /// postings the list touches as they were stored before it, and the rows to write are gathered.
