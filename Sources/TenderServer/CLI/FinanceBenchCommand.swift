@@ -12,9 +12,10 @@ import Glibc
 enum FinanceBenchCommand {
     static let help = """
         usage: tender finance-bench [--database-url URL] [--transactions N] [--rate PER_SECOND] [--seconds S]
-        On a migrated database: records N payments through FinanceRecorder, streams their history over
-        SSE from zero (catch-up changes/s), then records payments at a steady rate while one SSE client
-        measures commit-to-event latency (p50/p99). Creates its own merchant.
+        On a migrated database: records N payments through FinanceRecorder, then, for a second merchant,
+        N payments, N fees and N bookings in batches (settlement-style, one transaction per batch); streams
+        the first merchant's history over SSE from zero (catch-up changes/s), then records payments at a
+        steady rate while one SSE client measures commit-to-event latency (p50/p99). Creates its merchants.
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
@@ -62,6 +63,7 @@ enum FinanceBenchCommand {
         let loadSeconds = Date().timeIntervalSince(loadStart)
         Console.out(String(format: "finance: recorded %d payments in %.1f s (%.0f events/s through FinanceRecorder)",
                            total, loadSeconds, Double(total) / loadSeconds))
+        try batchFigures(total: total, recorder: recorder, pool: pool, app: app)
 
         let server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router())
         try server.start()
@@ -131,6 +133,41 @@ enum FinanceBenchCommand {
         Console.out(String(format: "finance: live %d payments at %d/s: commit-to-SSE p50 %.1f ms, p99 %.1f ms (%d events seen)",
                            liveCount, rate, percentile(0.5), percentile(0.99), latencies.count))
         return .success
+    }
+}
+
+extension FinanceBenchCommand {
+    /// Settlement-style figures on a merchant of their own (the first merchant's feed stays as it was):
+    /// `total` payments, then a `fee` posting per payment, then a `paymentBooked` per payment, each in
+    /// batches of `FinanceRecorder.batchEventsMaxDefault` events, one transaction per batch.
+    static func batchFigures(total: Int, recorder: FinanceRecorder, pool: PostgresPool, app: TenderApp) throws {
+        let merchantId = "merchant.finbench.\(UInt32.random(in: 0...UInt32.max))"
+        try app.merchants.add(try Merchant.validated(merchantId: merchantId, displayName: "Bench batches",
+                                                     domains: ["bench.test"], countryCode: "US", currencies: ["USD"]))
+        let batch = FinanceRecorder.batchEventsMaxDefault
+        let at = { (i: Int) in FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i)) }
+        let money = { (i: Int) in EventMoney(amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim") }
+        let kinds: [(label: String, event: (Int) -> BusinessEvent)] = [
+            ("payments", { .paymentSucceeded(paymentID: "pay_\($0)", money: money($0), at: at($0)) }),
+            ("fee postings", { .fee(feeID: "fee_\($0)", paymentID: "pay_\($0)", money: money($0 % 7 + 1), at: at($0)) }),
+            ("paymentBooked transitions", { .paymentBooked(paymentID: "pay_\($0)", at: at($0 + 86_400)) }),
+        ]
+        for kind in kinds {
+            let start = Date()
+            var slowest = 0.0
+            for first in stride(from: 0, to: total, by: batch) {
+                let events = (first..<min(total, first + batch)).map(kind.event)
+                let batchStart = Date()
+                _ = try pool.transaction { conn in
+                    try recorder.apply(events, merchantId: merchantId, on: conn, now: Date(), missingPostings: .fail)
+                }
+                slowest = max(slowest, Date().timeIntervalSince(batchStart))
+            }
+            let seconds = Date().timeIntervalSince(start)
+            Console.out("finance: batched \(total) \(kind.label) in " + String(
+                format: "%.1f s (%.0f events/s, %d per batch, slowest batch %.2f s)",
+                seconds, Double(total) / seconds, batch, slowest))
+        }
     }
 }
 

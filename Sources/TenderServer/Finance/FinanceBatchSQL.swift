@@ -1,0 +1,353 @@
+import Crypto
+import FinanceStore
+import HTTPServer
+import Postgres
+
+/// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the stored
+/// postings, one rewrite of the moved ones, one write of everything new and of the balances, one write
+/// of the change log. Every column of a multi-row
+/// write is one array parameter (`PGArray.text`) expanded by `unnest`, so the number of round trips
+/// does not depend on the number of events.
+enum FinanceBatchSQL {
+    /// Round trip 2: the postings among `keys` that are already stored, with their legs, each locked
+    /// `FOR UPDATE` (a status change reads, then rewrites it) in the order of `keys` (sorted here, so two
+    /// batches lock shared postings in the same order), with its row id for the rewrite.
+    ///
+    /// Each key is looked up on its own, through the primary key (the LATERAL subqueries cannot be
+    /// flattened into joins): planner statistics that still think a new merchant has no rows (the state
+    /// after its first busy day) then cannot turn the lookup into a scan of all the merchant's rows per key.
+    static func storedPostings(_ keys: [String], merchantId: String,
+                               on conn: PostgresConnection) throws -> [String: FinanceBatchPlan.StoredPosting] {
+        let result = try conn.query("""
+            SELECT s.*, e.side, e.amount_minor, a.account_key, a.ledger_class, a.currency_code, a.exposed,
+                   a.display_name, a.institution_name
+              FROM unnest($2::text[]) WITH ORDINALITY AS k(posting_key, ord)
+             CROSS JOIN LATERAL (
+                   SELECT f.ctid::text AS row_id, f.posting_key, f.transaction_type,
+                          extract(epoch FROM f.transaction_date)::bigint AS transaction_date, f.status,
+                          extract(epoch FROM f.posted_date)::bigint AS posted_date, f.description,
+                          f.original_description, f.fingerprint
+                     FROM finance_postings f
+                    WHERE f.merchant_id = $1 AND f.posting_key = k.posting_key
+                      FOR UPDATE) s
+              LEFT JOIN LATERAL (
+                   SELECT x.leg, x.side, x.amount_minor, x.account_key FROM finance_entries x
+                    WHERE x.merchant_id = $1 AND x.posting_key = s.posting_key
+                    ORDER BY x.leg
+                   OFFSET 0) e ON true
+              LEFT JOIN finance_ledger_accounts a ON a.merchant_id = $1 AND a.account_key = e.account_key
+             ORDER BY k.ord, e.leg
+            """, [merchantId, PGArray.text(keys.sorted())])
+        var stored: [String: FinanceBatchPlan.StoredPosting] = [:]
+        var index = 0
+        let rows = result.rows
+        while index < rows.count {
+            let head = rows[index]
+            let key: String = try head.decode("posting_key")
+            var entries: [LedgerEntry] = []
+            while index < rows.count, try rows[index].decode("posting_key", as: String.self) == key {
+                let e = rows[index]
+                index += 1
+                guard let sideText: String = try e.decodeIfPresent("side") else { continue }  // no legs: refused below
+                guard let side = LedgerSide(rawValue: sideText),
+                      let ledgerClass = LedgerAccountClass(rawValue: try e.decode("ledger_class")) else {
+                    throw FinanceError(.changeLogInvalid, detail: "stored entry of \(key)")
+                }
+                let account = LedgerAccount(key: try e.decode("account_key"), ledgerClass: ledgerClass,
+                                            currencyCode: try e.decode("currency_code"), exposed: try e.decode("exposed"),
+                                            displayName: try e.decode("display_name"),
+                                            institutionName: try e.decode("institution_name"))
+                entries.append(LedgerEntry(account: account, side: side, amountMinor: try e.decode("amount_minor")))
+            }
+            guard let type = TransactionType(rawValue: try head.decode("transaction_type")),
+                  let status = TransactionStatus(rawValue: try head.decode("status")) else {
+                throw FinanceError(.changeLogInvalid, detail: "stored posting \(key)")
+            }
+            let posted: Int64? = try head.decodeIfPresent("posted_date")
+            let posting = try Posting(key: key, entries: entries, transactionType: type,
+                                      transactionDate: FinanceTimestamp(secondsSinceEpoch: try head.decode("transaction_date")),
+                                      status: status, postedDate: posted.map(FinanceTimestamp.init(secondsSinceEpoch:)),
+                                      transactionDescription: try head.decode("description"),
+                                      originalTransactionDescription: try head.decode("original_description"))
+            stored[key] = FinanceBatchPlan.StoredPosting(rowID: try head.decode("row_id"),
+                                                         fingerprint: try head.decode("fingerprint"), posting: posting)
+        }
+        return stored
+    }
+
+    /// Round trips 3 to 5: writes `plan` and logs every changed entity, then queues one `pg_notify`.
+    static func write(_ plan: FinanceBatchPlan, merchantId: String, epoch: UInt32, asOf: FinanceTimestamp,
+                      on conn: PostgresConnection) throws {
+        // Each changed transaction is encoded once: the same JSON goes to its row and to its entity.
+        let transactions = try plan.changedTransactions.map { item in
+            TransactionRow(transaction: item.transaction, postingKey: item.postingKey, isNew: item.isNew,
+                           payload: try json(item.transaction))
+        }
+        let accountViews = try plan.accountViews.map { (view: $0, payload: try json($0)) }
+        let moved = plan.movedPostings
+        if !moved.isEmpty {
+            try writeMoves(moved, transactions: transactions.filter { !$0.isNew }, merchantId: merchantId, on: conn)
+        }
+        let written = try writeInserts(plan, transactions: transactions.filter(\.isNew), accountViews: accountViews,
+                                       merchantId: merchantId, on: conn)
+
+        var changes: [Change] = []
+        for (view, payload) in accountViews where written.createdAccounts.contains(view.id) {
+            changes.append(Change(scopeKind: "accounts", scopeID: nil, entityID: view.id, op: .insert, payload: payload))
+        }
+        for row in transactions {
+            changes.append(Change(scopeKind: "transactions", scopeID: row.transaction.accountID,
+                                  entityID: row.transaction.id, op: row.isNew ? .insert : .update, payload: row.payload))
+        }
+        for (accountID, delta) in plan.balanceChanges {
+            guard let values = written.balances[accountID] else {
+                throw FinanceError(.changeLogInvalid, detail: "balance row missing")
+            }
+            let balance = try accountBalance(accountID: accountID, currency: delta.currencyCode,
+                                             booked: values.booked, available: values.available,
+                                             asOf: asOf, identity: plan.context.identity)
+            changes.append(Change(scopeKind: "account_balances", scopeID: accountID, entityID: balance.id,
+                                  op: written.createdAccounts.contains(accountID) ? .insert : .update,
+                                  payload: try json(balance)))
+        }
+        try log(changes, merchantId: merchantId, epoch: epoch, on: conn)
+    }
+
+    /// A changed FinanceKit transaction in its final state, with its JSON.
+    struct TransactionRow {
+        let transaction: Transaction
+        let postingKey: String
+        /// Created by the batch (INSERT); otherwise rewritten (UPDATE).
+        let isNew: Bool
+        let payload: String
+    }
+
+    /// One `finance_entity` upsert and `finance_change` row; the plan yields each entity once.
+    struct Change {
+        let scopeKind: String
+        let scopeID: FinanceID?
+        let entityID: FinanceID
+        let op: ChangeOperation
+        let payload: String
+    }
+
+    /// Round trip 3 (only when the batch moves postings stored before it), one statement: rewrites their
+    /// status and their transactions to the final state.
+    ///
+    /// Rewrites go by row id (`ctid`), never through a join the planner may turn into a scan of the
+    /// merchant's rows when its statistics are stale: a posting by the id round trip 2 read under lock;
+    /// a transaction by a per-row lookup (LATERAL, not flattened) that names a column of every index of
+    /// `finance_transaction` besides `merchant_id`, so that any index the planner picks finds the one row.
+    private static func writeMoves(_ moved: [(rowID: String, posting: Posting)], transactions: [TransactionRow],
+                                   merchantId: String, on conn: PostgresConnection) throws {
+        guard let counts = try conn.query("""
+            WITH moved_postings AS (
+                UPDATE finance_postings f SET status = m.status, posted_date = m.posted_date, updated_at = now()
+                  FROM unnest($2::tid[], $3::text[], $4::text[], $5::timestamptz[])
+                       AS m(row_id, posting_key, status, posted_date)
+                 WHERE f.ctid = m.row_id AND f.merchant_id = $1 AND f.posting_key = m.posting_key
+                RETURNING 1),
+            moved_transactions AS (
+                UPDATE finance_transaction f SET status = m.status, posted_date = m.posted_date, payload = m.payload
+                  FROM unnest($6::uuid[], $7::uuid[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[],
+                              $12::jsonb[])
+                       AS m(id, account_id, posting_key, transaction_date, status, posted_date, payload)
+                 CROSS JOIN LATERAL (
+                       SELECT t.ctid AS row_id FROM finance_transaction t
+                        WHERE t.merchant_id = $1 AND t.id = m.id AND t.account_id = m.account_id
+                          AND t.posting_key = m.posting_key AND t.transaction_date = m.transaction_date
+                       OFFSET 0) x
+                 WHERE f.ctid = x.row_id
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM moved_postings)::int AS postings,
+                   (SELECT count(*) FROM moved_transactions)::int AS transactions
+            """, [merchantId,
+                  PGArray.text(moved.map(\.rowID)),
+                  PGArray.text(moved.map(\.posting.key)),
+                  PGArray.text(moved.map(\.posting.status.rawValue)),
+                  PGArray.text(moved.map { $0.posting.postedDate?.description }),
+                  PGArray.text(transactions.map(\.transaction.id.description)),
+                  PGArray.text(transactions.map(\.transaction.accountID.description)),
+                  PGArray.text(transactions.map(\.postingKey)),
+                  PGArray.text(transactions.map(\.transaction.transactionDate.description)),
+                  PGArray.text(transactions.map(\.transaction.status.rawValue)),
+                  PGArray.text(transactions.map { $0.transaction.postedDate?.description }),
+                  PGArray.text(transactions.map(\.payload))]).first else {
+            throw FinanceError(.changeLogInvalid, detail: "move returned nothing")
+        }
+        // Every row was read under lock in round trip 2 (or belongs to a posting that was): all must be there.
+        guard try counts.decode("postings", as: Int.self) == moved.count,
+              try counts.decode("transactions", as: Int.self) == transactions.count else {
+            throw FinanceError(.changeLogInvalid, detail: "a moved posting or transaction was not rewritten")
+        }
+    }
+
+    /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
+    /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
+    /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
+    /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
+    /// writers cannot deadlock). Returns the accounts created and every touched balance after the change.
+    private static func writeInserts(
+        _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
+        merchantId: String, on conn: PostgresConnection
+    ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
+        let identity = plan.context.identity
+        // Key order: two batches creating the same accounts wait on each other's keys in one order.
+        let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
+        let newPostings = plan.newPostings
+        let legs = newPostings.flatMap { posting in
+            posting.entries.enumerated().map { (postingKey: posting.key, leg: $0.offset, entry: $0.element) }
+        }
+        let balances = plan.balanceChanges
+        let result = try conn.query("""
+            WITH acc AS (
+                INSERT INTO finance_ledger_accounts (merchant_id, account_key, ledger_class, currency_code, exposed,
+                                                     account_id, display_name, institution_name)
+                SELECT $1, a.* FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::uuid[], $7::text[],
+                                           $8::text[]) AS a
+                ON CONFLICT (merchant_id, account_key) DO NOTHING
+                RETURNING account_id),
+            new_postings AS (
+                INSERT INTO finance_postings (merchant_id, posting_key, transaction_type, transaction_date, status,
+                                              posted_date, description, original_description, fingerprint)
+                SELECT $1, p.posting_key, p.transaction_type, p.transaction_date, p.status, p.posted_date,
+                       p.description, p.original_description, decode(p.fingerprint, 'hex')
+                  FROM unnest($9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[],
+                              $15::text[], $16::text[])
+                       AS p(posting_key, transaction_type, transaction_date, status, posted_date, description,
+                            original_description, fingerprint)
+                RETURNING 1),
+            legs AS (
+                INSERT INTO finance_entries (merchant_id, posting_key, leg, account_key, side, amount_minor, currency_code)
+                SELECT $1, e.* FROM unnest($17::text[], $18::smallint[], $19::text[], $20::text[], $21::bigint[],
+                                           $22::text[]) AS e
+                RETURNING 1),
+            fa AS (
+                INSERT INTO finance_account (merchant_id, id, kind, currency_code, display_name, payload)
+                SELECT $1, v.* FROM unnest($23::uuid[], $24::text[], $25::text[], $26::text[], $27::jsonb[])
+                       AS v(id, kind, currency_code, display_name, payload)
+                 WHERE v.id IN (SELECT account_id FROM acc)
+                RETURNING 1),
+            bal AS (
+                INSERT INTO finance_balance (merchant_id, account_id, currency_code, booked_minor, available_minor)
+                SELECT $1, b.account_id, b.currency_code, b.booked, b.available
+                  FROM unnest($28::uuid[], $29::text[], $30::bigint[], $31::bigint[])
+                       WITH ORDINALITY AS b(account_id, currency_code, booked, available, ord)
+                 ORDER BY b.ord
+                ON CONFLICT (merchant_id, account_id) DO UPDATE
+                   SET booked_minor = finance_balance.booked_minor + EXCLUDED.booked_minor,
+                       available_minor = finance_balance.available_minor + EXCLUDED.available_minor
+                RETURNING account_id, booked_minor, available_minor),
+            new_transactions AS (
+                INSERT INTO finance_transaction (merchant_id, id, account_id, posting_key, status, transaction_type,
+                    credit_debit_indicator, merchant_category_code, transaction_date, posted_date, amount_minor,
+                    currency_code, payload)
+                SELECT $1, t.* FROM unnest($32::uuid[], $33::uuid[], $34::text[], $35::text[], $36::text[], $37::text[],
+                                           $38::smallint[], $39::timestamptz[], $40::timestamptz[], $41::bigint[],
+                                           $42::text[], $43::jsonb[]) AS t
+                RETURNING 1)
+            SELECT 'account' AS kind, account_id::text AS account_id, NULL::bigint AS booked_minor,
+                   NULL::bigint AS available_minor
+              FROM acc
+            UNION ALL
+            SELECT 'balance', account_id::text, booked_minor, available_minor FROM bal
+            """, [merchantId,
+                  PGArray.text(accounts.map(\.key)),
+                  PGArray.text(accounts.map(\.ledgerClass.rawValue)),
+                  PGArray.text(accounts.map(\.currencyCode)),
+                  PGArray.text(accounts.map { $0.exposed ? "t" : "f" }),
+                  PGArray.text(accounts.map { identity.id("account", $0.key).description }),
+                  PGArray.text(accounts.map(\.displayName)),
+                  PGArray.text(accounts.map(\.institutionName)),
+                  PGArray.text(newPostings.map(\.key)),
+                  PGArray.text(newPostings.map(\.transactionType.rawValue)),
+                  PGArray.text(newPostings.map(\.transactionDate.description)),
+                  PGArray.text(newPostings.map(\.status.rawValue)),
+                  PGArray.text(newPostings.map { $0.postedDate?.description }),
+                  PGArray.text(newPostings.map(\.transactionDescription)),
+                  PGArray.text(newPostings.map(\.originalTransactionDescription)),
+                  PGArray.text(newPostings.map { hexEncoded(plan.fingerprint(of: $0.key)) }),
+                  PGArray.text(legs.map(\.postingKey)),
+                  PGArray.text(legs.map { String($0.leg) }),
+                  PGArray.text(legs.map(\.entry.account.key)),
+                  PGArray.text(legs.map(\.entry.side.rawValue)),
+                  PGArray.text(legs.map { String($0.entry.amountMinor) }),
+                  PGArray.text(legs.map(\.entry.account.currencyCode)),
+                  PGArray.text(accountViews.map(\.view.id.description)),
+                  PGArray.text(accountViews.map(\.view.kind.rawValue)),
+                  PGArray.text(accountViews.map(\.view.currencyCode)),
+                  PGArray.text(accountViews.map(\.view.displayName)),
+                  PGArray.text(accountViews.map(\.payload)),
+                  PGArray.text(balances.map(\.accountID.description)),
+                  PGArray.text(balances.map(\.delta.currencyCode)),
+                  PGArray.text(balances.map { String($0.delta.bookedMinor) }),
+                  PGArray.text(balances.map { String($0.delta.availableMinor) }),
+                  PGArray.text(transactions.map(\.transaction.id.description)),
+                  PGArray.text(transactions.map(\.transaction.accountID.description)),
+                  PGArray.text(transactions.map(\.postingKey)),
+                  PGArray.text(transactions.map(\.transaction.status.rawValue)),
+                  PGArray.text(transactions.map(\.transaction.transactionType.rawValue)),
+                  PGArray.text(transactions.map(\.transaction.creditDebitIndicator.rawValue)),
+                  PGArray.text(transactions.map { $0.transaction.merchantCategoryCode.map { String($0) } }),
+                  PGArray.text(transactions.map(\.transaction.transactionDate.description)),
+                  PGArray.text(transactions.map { $0.transaction.postedDate?.description }),
+                  PGArray.text(transactions.map { String($0.transaction.transactionAmount.amountMinor) }),
+                  PGArray.text(transactions.map(\.transaction.transactionAmount.currencyCode)),
+                  PGArray.text(transactions.map(\.payload))])
+        var created = Set<FinanceID>()
+        var stored: [FinanceID: (booked: Int64, available: Int64)] = [:]
+        for row in result.rows {
+            let id = try FinanceID(parsing: try row.decode("account_id"))
+            if try row.decode("kind", as: String.self) == "account" {
+                created.insert(id)
+            } else {
+                stored[id] = (try row.decode("booked_minor"), try row.decode("available_minor"))
+            }
+        }
+        return (created, stored)
+    }
+
+    /// Round trip 5, one statement: upserts every changed entity, appends its change row (ChangeFeedSQL),
+    /// and queues the `pg_notify` that wakes monitoring streams once the caller commits.
+    private static func log(_ changes: [Change], merchantId: String, epoch: UInt32, on conn: PostgresConnection) throws {
+        let nilUUID = "00000000-0000-0000-0000-000000000000"
+        _ = try conn.query("""
+            WITH input AS (
+                SELECT * FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::jsonb[])
+                       WITH ORDINALITY AS c(scope_kind, scope_id, entity_id, op, payload, ord)),
+            ent AS (
+                INSERT INTO finance_entity (merchant_id, scope_kind, scope_id, entity_id, payload)
+                SELECT $1, scope_kind, scope_id, entity_id, payload FROM input ORDER BY ord
+                ON CONFLICT (merchant_id, scope_kind, entity_id)
+                DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
+                RETURNING 1),
+            chg AS (
+                INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
+                SELECT $1, scope_kind, scope_id, $7, op, entity_id FROM input ORDER BY ord
+                RETURNING 1)
+            SELECT pg_notify('tender_finance', $1)
+              FROM (SELECT (SELECT count(*) FROM ent) + (SELECT count(*) FROM chg)) AS n
+            """, [merchantId,
+                  PGArray.text(changes.map(\.scopeKind)),
+                  PGArray.text(changes.map { $0.scopeID?.description ?? nilUUID }),
+                  PGArray.text(changes.map(\.entityID.description)),
+                  PGArray.text(changes.map(\.op.rawValue)),
+                  PGArray.text(changes.map(\.payload)),
+                  Int(epoch)])
+    }
+
+    static func accountBalance(accountID: FinanceID, currency: String, booked: Int64, available: Int64,
+                               asOf: FinanceTimestamp, identity: FinanceIdentity) throws -> AccountBalance {
+        func side(_ sum: Int64) throws -> Balance {
+            guard sum != Int64.min else { throw FinanceError(.amountOverflow, detail: "balance") }
+            return Balance(amount: try CurrencyAmount(amountMinor: Int64(sum.magnitude), currencyCode: currency),
+                           asOfDate: asOf, creditDebitIndicator: sum >= 0 ? .credit : .debit)
+        }
+        return AccountBalance(id: FinanceBalances.balanceID(of: accountID, identity: identity), accountID: accountID,
+                              currentBalance: .availableAndBooked(available: try side(available), booked: try side(booked)))
+    }
+
+    static func json<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try JSONCoding.encoder.encode(value), as: UTF8.self)
+    }
+}
