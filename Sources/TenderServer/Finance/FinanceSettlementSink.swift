@@ -21,49 +21,60 @@ struct FinanceSettlementSink: SettlementEffectSink {
         self.logger = logger
     }
 
+    /// Applies a chunk's effects as one batch of finance-store events (a handful of round trips
+    /// whatever its size). A settled payment the finance store never saw (recorded before it existed)
+    /// is counted and logged once per chunk; the report still shows the match.
     func apply(_ effects: [FinanceEffect], merchantId: String, on conn: PostgresConnection, now: Date) throws {
-        for effect in effects { try apply(effect, merchantId: merchantId, on: conn, now: now) }
+        let events = effects.compactMap(event)
+        var start = 0
+        while start < events.count {
+            let end = min(start + recorder.batchEventsMax, events.count)
+            let outcome = try recorder.apply(Array(events[start..<end]), merchantId: merchantId, on: conn, now: now,
+                                             missingPostings: .skip)
+            if outcome.missingPostings > 0 {
+                logger.debug("settlement effects without a ledger posting",
+                             [("merchant_id", merchantId), ("count", String(outcome.missingPostings))])
+            }
+            start = end
+        }
     }
 
-    func apply(_ effect: FinanceEffect, merchantId: String, on conn: PostgresConnection, now: Date) throws {
+    /// The finance-store event of one effect; nil when the effect names nothing to book.
+    func event(_ effect: FinanceEffect) -> BusinessEvent? {
         let at = FinanceTimestamp(secondsSinceEpoch: Self.unixSeconds(effect.postedDate))
         let money = EventMoney(amountMinor: effect.amountMinor.magnitude > UInt64(Int64.max) ? Int64.max : Int64(effect.amountMinor.magnitude),
                                currencyCode: effect.currencyCode, processor: processor)
         let id = Self.identifier(effect.key)
-        let event: BusinessEvent
         switch effect.kind {
         case .bookPayment:
-            guard let paymentId = effect.paymentId else { return }
-            event = .paymentBooked(paymentID: paymentId, at: at)
+            guard let paymentId = effect.paymentId else { return nil }
+            return .paymentBooked(paymentID: paymentId, at: at)
         case .bookRefund:
-            guard let refundId = effect.refundId else { return }
-            event = .refundBooked(refundID: refundId, at: at)
+            guard let refundId = effect.refundId else { return nil }
+            return .refundBooked(refundID: refundId, at: at)
         case .refundReversal:
-            guard let refundId = effect.refundId else { return }
-            event = .refundRejected(refundID: refundId, at: at)
+            guard let refundId = effect.refundId else { return nil }
+            return .refundRejected(refundID: refundId, at: at)
         case .fee:
-            event = .fee(feeID: id, paymentID: effect.paymentId, money: money, at: at)
-        case .chargeback:
-            guard let paymentId = effect.paymentId else { return }
-            event = .chargeback(chargebackID: Self.chargebackId(paymentId), paymentID: paymentId, money: money, at: at)
-        case .chargebackReversal:
-            guard let paymentId = effect.paymentId else { return }
-            event = .chargebackReversal(reversalID: id, chargebackID: Self.chargebackId(paymentId), money: money, at: at)
+            return .fee(feeID: id, paymentID: effect.paymentId, money: money, at: at)
+        case .chargeback, .chargebackReversal:
+            guard let paymentId = effect.paymentId else {
+                // A dispute over a payment Tender never recorded still moved money on the processor
+                // balance: it is booked as an adjustment in the settled direction.
+                return .adjustment(adjustmentID: id, direction: effect.creditDebitIndicator == "debit" ? .debit : .credit,
+                                   money: money, note: String(("\(effect.kind.rawValue) " + effect.originalDescription).prefix(200)),
+                                   at: at)
+            }
+            return effect.kind == .chargeback
+                ? .chargeback(chargebackID: Self.chargebackId(paymentId), paymentID: paymentId, money: money, at: at)
+                : .chargebackReversal(reversalID: id, chargebackID: Self.chargebackId(paymentId), money: money, at: at)
         case .adjustment:
-            event = .adjustment(adjustmentID: id, direction: effect.creditDebitIndicator == "debit" ? .debit : .credit,
-                                money: money, note: String(effect.originalDescription.prefix(200)), at: at)
+            return .adjustment(adjustmentID: id, direction: effect.creditDebitIndicator == "debit" ? .debit : .credit,
+                               money: money, note: String(effect.originalDescription.prefix(200)), at: at)
         case .payout:
             // The ledger's bank reference may not contain ':' (Adyen batches are "account:number").
             let reference = String(effect.batchId.replacingOccurrences(of: ":", with: "-").prefix(64))
-            event = .payout(payoutID: id, bankReference: reference.isEmpty ? "unreferenced" : reference, money: money, at: at)
-        }
-        do {
-            try recorder.apply(event, merchantId: merchantId, on: conn, now: now)
-        } catch let error as FinanceError where error.code == .postingNotFound {
-            // A settled payment the finance store never saw (recorded before it existed): the report
-            // still shows the match; there is no ledger entry to book. Debug level: a backfilled month
-            // would otherwise write one warning per line.
-            logger.debug("settlement effect without a ledger posting", [("effect", effect.kind.rawValue)])
+            return .payout(payoutID: id, bankReference: reference.isEmpty ? "unreferenced" : reference, money: money, at: at)
         }
     }
 
