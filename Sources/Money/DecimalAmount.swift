@@ -39,11 +39,15 @@ extension Currency {
                              detail: "\(code) needs \(minorUnits) decimals, got \(fraction.count)")
         }
         var value: Int64 = 0
-        for digit in integerPart.concatenated(with: fraction) {
-            let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
-            let (added, overflowB) = shifted.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
-            if overflowA || overflowB { throw MoneyError(.amountOverflow, detail: "exceeds Int64 minor units") }
-            value = added
+        // The integer digits, then the fraction's, as one number of minor units (no copies: settlement
+        // files parse a few million amounts).
+        for part in [integerPart, fraction] {
+            for digit in part {
+                let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
+                let (added, overflowB) = shifted.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
+                if overflowA || overflowB { throw MoneyError(.amountOverflow, detail: "exceeds Int64 minor units") }
+                value = added
+            }
         }
         if negative {
             if value == 0 { throw MoneyError(.amountNegativeZero, detail: "signed zero") }
@@ -71,6 +75,3 @@ extension Currency {
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 }
 
-private extension Substring.UTF8View {
-    func concatenated(with other: Substring.UTF8View) -> [UInt8] { Array(self) + Array(other) }
-}

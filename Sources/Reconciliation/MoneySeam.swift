@@ -46,7 +46,8 @@ enum MoneySeam {
             negative = true
             body = body.dropFirst()
         }
-        var normalized = String(body)
+        // The common case (an unsigned amount with exactly the currency's digits) goes to Money as is.
+        var normalized = negative || rule == .atMost ? String(body) : text
         if rule == .atMost {
             let point = body.utf8.firstIndex(of: UInt8(ascii: "."))
             let fractionDigits = point.map { body.utf8.distance(from: $0, to: body.utf8.endIndex) - 1 } ?? 0
