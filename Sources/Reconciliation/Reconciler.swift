@@ -27,16 +27,20 @@ public struct RecordedPayment: Sendable, Equatable {
     public var status: RecordedStatus
     /// When the payment was recorded; drives the expected-settlement lag.
     public var createdAt: Date
+    /// For a `booked` payment, the natural key of the settlement line that booked it: the same line in
+    /// a later revision of its batch matches again; any other line settling it is a `duplicate`.
+    public var bookedByLineKey: String?
 
     /// A recorded payment.
     public init(paymentId: String, processorReference: String? = nil, amountMinor: Int64,
-                currencyCode: String, status: RecordedStatus, createdAt: Date) {
+                currencyCode: String, status: RecordedStatus, createdAt: Date, bookedByLineKey: String? = nil) {
         self.paymentId = paymentId
         self.processorReference = processorReference
         self.amountMinor = amountMinor
         self.currencyCode = currencyCode
         self.status = status
         self.createdAt = createdAt
+        self.bookedByLineKey = bookedByLineKey
     }
 }
 
@@ -428,6 +432,12 @@ public struct Reconciler {
             return
         }
         paymentSeen[index] = true
+        if payment.status == .booked, let bookedBy = payment.bookedByLineKey, bookedBy != line.naturalKey {
+            // Settled by another line already (an earlier report): a second settlement, not a match.
+            item.category = .duplicate
+            item.reason = "payment_already_settled"
+            return
+        }
         if payment.status == .rejected {
             item.category = .missingInLedger
             item.reason = "payment_rejected"

@@ -174,6 +174,25 @@ import Reconciliation
         #expect(report.effects.filter { $0.kind == .bookPayment }.count == 1)
     }
 
+    @Test func aPaymentSettledByAnEarlierReportIsADuplicateUnlessItIsTheSameLine() throws {
+        let line = "2024-03-01,B1,payment,pay_twice,,USD,10.00,0.00,10.00\n"
+        let sameLineKey = "generic|B1|payment|pay_twice||USD"
+        func payment(bookedBy: String?) -> RecordedPayment {
+            RecordedPayment(paymentId: "pay_twice", amountMinor: 1_000, currencyCode: "USD", status: .booked,
+                            createdAt: Self.now, bookedByLineKey: bookedBy)
+        }
+        // Booked by this very line (a revision of its batch): matched again, its effect key unchanged.
+        let revision = try Self.run(genericHeader + line, payments: [payment(bookedBy: sameLineKey)], refunds: [])
+        #expect(item(revision, line: 2)?.category == .matched)
+        #expect(revision.effects.map(\.key) == ["recon|book_payment|" + sameLineKey])
+        // Booked by a line of another batch: a second settlement of one payment needs a human.
+        let other = try Self.run(genericHeader + line, payments: [payment(bookedBy: "generic|B0|payment|pay_twice||USD")],
+                                 refunds: [])
+        #expect(item(other, line: 2)?.category == .duplicate)
+        #expect(item(other, line: 2)?.reason == "payment_already_settled")
+        #expect(other.effects.isEmpty)
+    }
+
     @Test func runningTwiceGivesIdenticalBytes() throws {
         let first = try Self.run().jsonBytes()
         let second = try Self.run().jsonBytes()

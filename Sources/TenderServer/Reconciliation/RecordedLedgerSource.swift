@@ -16,10 +16,12 @@ struct RecordedLedgerSource: Sendable {
             DECLARE tender_recorded_payments NO SCROLL CURSOR FOR
             SELECT p.payment_id, p.processor_reference, p.amount_minor, p.currency_code, p.status,
                    (extract(epoch FROM p.created_at) * 1000000)::bigint AS created_us,
-                   b.subject_id IS NOT NULL AS booked
+                   b.subject_id IS NOT NULL AS booked,
+                   substr(b.effect_key, length('recon|book_payment|') + 1) AS booked_by
               FROM payments p
-              LEFT JOIN (SELECT DISTINCT subject_id FROM settlement_effects
-                          WHERE merchant_id = $1 AND kind = 'book_payment') b ON b.subject_id = p.payment_id
+              LEFT JOIN (SELECT DISTINCT ON (subject_id) subject_id, effect_key FROM settlement_effects
+                          WHERE merchant_id = $1 AND kind = 'book_payment'
+                          ORDER BY subject_id, applied_at, effect_key) b ON b.subject_id = p.payment_id
              WHERE p.merchant_id = $1
             """, [merchantId])
         defer { _ = try? conn.execute("CLOSE tender_recorded_payments") }
@@ -33,7 +35,8 @@ struct RecordedLedgerSource: Sendable {
                     amountMinor: try row.decode(2),
                     currencyCode: try row.decode(3),
                     status: booked ? .booked : Self.ledgerStatus(try row.decode(4)),
-                    createdAt: Self.date(microseconds: try row.decode(5))))
+                    createdAt: Self.date(microseconds: try row.decode(5)),
+                    bookedByLineKey: try row.decodeIfPresent(7)))
             }
             if page.rows.count < Self.pageRows { break }
         }

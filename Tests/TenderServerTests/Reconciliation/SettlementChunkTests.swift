@@ -80,6 +80,33 @@ struct SettlementChunkTests {
         #expect(try store.items(reportId: outcome.report.id, category: .fee, limit: 50, offset: 1_100).isEmpty)
     }
 
+    @Test func aPaymentSettledAgainInAnotherBatchIsADuplicateButARevisionMatches() throws {
+        let pool = try TestEnvironment.migratedPool("recon_twice")
+        defer { pool.close() }
+        try LedgerFixture.install(pool)
+        let m = try Self.merchant(pool, "merchant.twice")
+        let paid = fixtureId("pay_", "twice")
+        try LedgerFixture.payment(pool, merchantId: m, id: paid, amountMinor: 1_000)
+        let store = SettlementReportStore(pool: pool, sink: NoFinanceEffectSink())
+        let first = header + "2024-03-02,B1,payment,\(paid),,USD,10.00,0.00,10.00\n"
+        #expect(try Self.importText(store, merchantId: m, first).report.counts["matched"] == 1)
+        // Another batch settles the same payment: flagged, nothing booked a second time.
+        let second = try Self.importText(store, merchantId: m,
+                                         header + "2024-03-09,B2,payment,\(paid),,USD,10.00,0.00,10.00\n")
+        #expect(second.report.counts["matched"] == 0)
+        #expect(second.report.counts["duplicate"] == 1)
+        let flagged = try store.items(reportId: second.report.id, category: .duplicate, limit: 10, offset: 0)
+        #expect(flagged.map(\.reason) == ["payment_already_settled"])
+        #expect(second.effectsApplied == 0)
+        // A new revision of B1 lists the same line again: it still matches, and applies nothing new.
+        let bytes = Array((first + "2024-03-02,B1,fee,,,USD,0.00,0.10,0.10\n").utf8)
+        let revision = try store.importReport(merchantId: m, format: .generic, fileSHA256: hexEncoded(Digest.sha256(bytes)),
+                                              source: ByteArraySource(bytes), supersede: true, now: Date())
+        #expect(revision.report.counts["matched"] == 1)
+        #expect(revision.report.revision == 2)
+        #expect(revision.effectsApplied == 1)  // the new fee line only
+    }
+
     @Test func effectsInterruptedAfterTheReportAreFinishedExactlyOnce() throws {
         let pool = try TestEnvironment.migratedPool("recon_resume")
         defer { pool.close() }
