@@ -561,32 +561,18 @@ public struct Reconciler {
     /// Finishes the run: recorded items absent from the report become `missing_in_settlement` when
     /// older than the lag at `now`, else `awaiting_settlement`.
     public func report(now: Date) -> ReconciliationReport {
+        report(now: now, listsAbsentItems: true)
+    }
+
+    /// Finishes the run; with `listsAbsentItems` false the report counts the recorded items absent
+    /// from the file but does not list them (`absentItems(now:)` hands them out one at a time).
+    public func report(now: Date, listsAbsentItems: Bool) -> ReconciliationReport {
         var batchTotals = self.batchTotals
         if let current { batchTotals[current.key] = current.total }
-        var absent: [(Date, String, ReconciliationItem)] = []
-        func classify(_ createdAt: Date) -> ReconciliationCategory {
-            now.timeIntervalSince(createdAt) > Double(configuration.settlementLagSeconds)
-                ? .missingInSettlement : .awaitingSettlement
-        }
-        for (index, payment) in payments.enumerated()
-        where !paymentSeen[index] && (payment.status == .authorized || payment.status == .pending) {
-            absent.append((payment.createdAt, payment.paymentId, ReconciliationItem(
-                category: classify(payment.createdAt), paymentId: payment.paymentId,
-                processorReference: payment.processorReference, currencyCode: payment.currencyCode,
-                expectedMinor: payment.amountMinor)))
-        }
-        for (index, refund) in refunds.enumerated()
-        where !refundSeen[index] && (refund.status == .authorized || refund.status == .pending) {
-            absent.append((refund.createdAt, refund.refundId, ReconciliationItem(
-                category: classify(refund.createdAt), paymentId: refund.paymentId,
-                refundId: refund.refundId, processorReference: refund.processorReference,
-                currencyCode: refund.currencyCode, expectedMinor: refund.amountMinor)))
-        }
-        absent.sort { ($0.0, $0.1) < ($1.0, $1.1) }
-        let items = lineItems + absent.map(\.2)
+        let absent = absentItems(now: now)
         var counts: [String: Int] = [:]
         for category in ReconciliationCategory.allCases { counts[category.rawValue] = lineCounts[category] ?? 0 }
-        for item in absent { counts[item.2.category.rawValue, default: 0] += 1 }
+        for record in absent.order { counts[absent.category(of: record).rawValue, default: 0] += 1 }
         let batches = batchTotals.map { key, total in
             let difference = total.payout &- total.lines
             return BatchBalance(batchId: key.batchId, currencyCode: key.currencyCode,
@@ -594,8 +580,29 @@ public struct Reconciler {
                                 differenceMinor: difference, payoutLines: total.payoutLines,
                                 balanced: total.payoutLines > 0 && difference == 0)
         }.sorted { ($0.batchId, $0.currencyCode) < ($1.batchId, $1.currencyCode) }
-        return ReconciliationReport(lineCount: lineCount, counts: counts, items: items,
+        return ReconciliationReport(lineCount: lineCount, counts: counts,
+                                    items: listsAbsentItems ? lineItems + Array(absent) : lineItems,
                                     batches: batches, effects: effects)
+    }
+
+    /// The recorded payments and refunds (authorized or pending) absent from the file, by date then
+    /// id: `missing_in_settlement` past the lag at `now`, else `awaiting_settlement`. Each item is
+    /// built when the sequence reaches it, so a caller storing them in chunks never holds them all.
+    public func absentItems(now: Date) -> AbsentItems {
+        var order: [AbsentItems.Record] = []
+        for (index, payment) in payments.enumerated()
+        where !paymentSeen[index] && (payment.status == .authorized || payment.status == .pending) {
+            order.append(.payment(Int32(index)))
+        }
+        for (index, refund) in refunds.enumerated()
+        where !refundSeen[index] && (refund.status == .authorized || refund.status == .pending) {
+            order.append(.refund(Int32(index)))
+        }
+        let items = AbsentItems(payments: payments, refunds: refunds, order: [], now: now,
+                                lagSeconds: configuration.settlementLagSeconds)
+        order.sort { items.sortKey($0) < items.sortKey($1) }
+        return AbsentItems(payments: payments, refunds: refunds, order: order, now: now,
+                           lagSeconds: configuration.settlementLagSeconds)
     }
 
     /// One-shot convenience: match `lines` and finish at `now`.
@@ -607,4 +614,56 @@ public struct Reconciler {
         for line in lines { reconciler.add(line) }
         return reconciler.report(now: now)
     }
+}
+
+/// Recorded items absent from a report, in report order; see `Reconciler.absentItems(now:)`.
+public struct AbsentItems: Sequence {
+    enum Record { case payment(Int32), refund(Int32) }
+
+    let payments: [RecordedPayment]
+    let refunds: [RecordedRefund]
+    let order: [Record]
+    let now: Date
+    let lagSeconds: Int64
+
+    /// How many there are.
+    public var count: Int { order.count }
+
+    func sortKey(_ record: Record) -> (Date, String) {
+        switch record {
+        case .payment(let i): (payments[Int(i)].createdAt, payments[Int(i)].paymentId)
+        case .refund(let i): (refunds[Int(i)].createdAt, refunds[Int(i)].refundId)
+        }
+    }
+
+    func category(of record: Record) -> ReconciliationCategory {
+        now.timeIntervalSince(sortKey(record).0) > Double(lagSeconds) ? .missingInSettlement : .awaitingSettlement
+    }
+
+    func item(_ record: Record) -> ReconciliationItem {
+        switch record {
+        case .payment(let i):
+            let payment = payments[Int(i)]
+            return ReconciliationItem(category: category(of: record), paymentId: payment.paymentId,
+                                      processorReference: payment.processorReference,
+                                      currencyCode: payment.currencyCode, expectedMinor: payment.amountMinor)
+        case .refund(let i):
+            let refund = refunds[Int(i)]
+            return ReconciliationItem(category: category(of: record), paymentId: refund.paymentId,
+                                      refundId: refund.refundId, processorReference: refund.processorReference,
+                                      currencyCode: refund.currencyCode, expectedMinor: refund.amountMinor)
+        }
+    }
+
+    public struct Iterator: IteratorProtocol {
+        let items: AbsentItems
+        var position = 0
+        public mutating func next() -> ReconciliationItem? {
+            guard position < items.order.count else { return nil }
+            defer { position += 1 }
+            return items.item(items.order[position])
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(items: self) }
 }

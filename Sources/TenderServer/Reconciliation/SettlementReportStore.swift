@@ -139,9 +139,18 @@ struct SettlementReportStore: Sendable {
                     throw SettlementImportError.invalidFile(error)
                 }
                 let batchDigests = pipeline.batchDigests()
-                let finished = reconciler.report(now: now)
-                // What is left after draining is the recorded items absent from the file.
-                try writer.add(items: finished.items, lines: ParsedBatch(), on: conn)
+                let finished = reconciler.report(now: now, listsAbsentItems: false)
+                // Then the recorded items absent from the file, a chunk's worth at a time.
+                var absent: [ReconciliationItem] = []
+                absent.reserveCapacity(Self.chunkItems)
+                for item in reconciler.absentItems(now: now) {
+                    absent.append(item)
+                    if absent.count == Self.chunkItems {
+                        try writer.add(items: absent, lines: ParsedBatch(), on: conn)
+                        absent.removeAll(keepingCapacity: true)
+                    }
+                }
+                try writer.add(items: absent, lines: ParsedBatch(), on: conn)
                 try writer.finish(on: conn)
 
                 let (revision, supersedes, diffs) = try recordBatches(
