@@ -52,6 +52,7 @@ test: deps
 	if [ -z "$${TENDER_DATABASE_URL:-}" ]; then
 	  scripts/pg.sh status | grep -q running || started=1
 	  scripts/pg.sh start
+	  scripts/pg.sh prune
 	  scripts/pg.sh createdb tender_test --fresh
 	  export TENDER_DATABASE_URL="$$(scripts/pg.sh url tender_test)"
 	  restart="$(CURDIR)/scripts/pg.sh restart"

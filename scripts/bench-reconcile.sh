@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export TENDER_DATA_DIR="${TENDER_DATA_DIR:-$PWD/.tender}"
 lines="${BENCH_RECON_LINES:-1000000}"
 payments="${BENCH_RECON_PAYMENTS:-1000000}"
-small=$((lines / 10))
+small=$((lines / 2))
 out="$PWD/.build/bench"
 mkdir -p "$out"
 bin=.build/release/tender

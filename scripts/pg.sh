@@ -5,6 +5,7 @@
 #   scripts/pg.sh restart   stop + start (tests use it to prove reconnection)
 #   scripts/pg.sh url [db]  print the connection URI
 #   scripts/pg.sh createdb NAME [--fresh]
+#   scripts/pg.sh prune          drop the databases earlier test runs left
 # initdb and postgres refuse to run as root, so as root the cluster runs as the unprivileged
 # system user "tender-pg". If that user cannot reach the data directory (e.g. a checkout under
 # /root), the cluster lives under /var/tmp and .tender/pg is a symlink to it.
@@ -92,6 +93,16 @@ cmd_createdb() {
   fi
 }
 
+# Drops the databases tests created (`<prefix>_<8 hex>`, TestEnvironment.migratedPool): a cluster that
+# keeps thousands of them spends its autovacuum time visiting them.
+cmd_prune() {
+  local names
+  names=$("$bindir/psql" -qtAX "$(url postgres)" -c "SELECT datname FROM pg_database WHERE datname ~ '^[a-z][a-z0-9_]*_[0-9a-f]{8}$'")
+  for name in $names; do
+    "$bindir/psql" -q -X "$(url postgres)" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null || true
+  done
+}
+
 case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
@@ -99,5 +110,6 @@ case "${1:-}" in
   status) running && echo running || echo stopped ;;
   url) url "${2:-tender}" ;;
   createdb) cmd_createdb "${2:?database name}" "${3:-}" ;;
-  *) echo "usage: scripts/pg.sh start|stop|restart|status|url [db]|createdb NAME [--fresh]" >&2; exit 2 ;;
+  prune) cmd_prune ;;
+  *) echo "usage: scripts/pg.sh start|stop|restart|status|url [db]|createdb NAME [--fresh]|prune" >&2; exit 2 ;;
 esac

@@ -135,6 +135,27 @@ public struct ReconciliationItem: Sendable, Equatable, Codable {
     public var differenceMinor: Int64?
     /// Short machine reason for findings that need one (`payment_already_matched`…).
     public var reason: String?
+
+    /// An item; absent fields are nil.
+    public init(category: ReconciliationCategory, lineNumber: Int? = nil, batchId: String? = nil,
+                journalType: String? = nil, paymentId: String? = nil, refundId: String? = nil,
+                processorReference: String? = nil, currencyCode: String, expectedCurrencyCode: String? = nil,
+                expectedMinor: Int64? = nil, actualMinor: Int64? = nil, differenceMinor: Int64? = nil,
+                reason: String? = nil) {
+        self.category = category
+        self.lineNumber = lineNumber
+        self.batchId = batchId
+        self.journalType = journalType
+        self.paymentId = paymentId
+        self.refundId = refundId
+        self.processorReference = processorReference
+        self.currencyCode = currencyCode
+        self.expectedCurrencyCode = expectedCurrencyCode
+        self.expectedMinor = expectedMinor
+        self.actualMinor = actualMinor
+        self.differenceMinor = differenceMinor
+        self.reason = reason
+    }
 }
 
 /// Σ of a batch's lines against its payout (finance-store.md §4.4 `payout` / batch row).

@@ -70,9 +70,13 @@ enum ReconcileCommand {
         let digest = hexEncoded(hasher.finalize())
 
         let logger = Logger(format: configuration.logFormat)
-        let store = SettlementReportStore(pool: pool, sink: FinanceSettlementSink(
+        var store = SettlementReportStore(pool: pool, sink: FinanceSettlementSink(
             processor: configuration.processor.rawValue, logger: logger),
             configuration: configuration.reconciliation)
+        store.onReportStored = { reportId, seconds in
+            logger.info("settlement report stored; applying its effects",
+                        [("report_id", reportId), ("import_ms", String(Int64(seconds * 1000)))])
+        }
         do {
             let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,

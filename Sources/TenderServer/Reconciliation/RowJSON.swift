@@ -12,26 +12,45 @@ struct RowJSON {
 
     mutating func beginArray() { separator(); bytes.append(UInt8(ascii: "[")); needsComma.append(false) }
     mutating func endArray() { bytes.append(UInt8(ascii: "]")); needsComma.removeLast() }
-    mutating func beginObject(_ key: String? = nil) {
+    mutating func beginObject(_ key: StaticString? = nil) {
         if let key { self.key(key) } else { separator() }
         bytes.append(UInt8(ascii: "{"))
         needsComma.append(false)
     }
     mutating func endObject() { bytes.append(UInt8(ascii: "}")); needsComma.removeLast() }
 
-    mutating func field(_ key: String, _ value: String?) {
+    mutating func field(_ key: StaticString, _ value: String?) {
         guard let value else { return }
         self.key(key)
         string(value)
     }
 
-    mutating func field(_ key: String, _ value: Int64?) {
+    mutating func field(_ key: StaticString, _ value: Int64?) {
         guard let value else { return }
         self.key(key)
-        bytes.append(contentsOf: String(value).utf8)
+        integer(value)
     }
 
-    mutating func field(_ key: String, _ value: Int?) { field(key, value.map(Int64.init)) }
+    mutating func field(_ key: StaticString, _ value: Int?) { field(key, value.map(Int64.init)) }
+
+    /// Decimal digits without an intermediate String.
+    private mutating func integer(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                     UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { raw in
+            let buffer = raw.bindMemory(to: UInt8.self)
+            repeat {
+                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            for index in stride(from: count - 1, through: 0, by: -1) { bytes.append(buffer[index]) }
+        }
+    }
 
     mutating func item(_ item: ReconciliationItem) {
         beginObject("i")
@@ -49,6 +68,45 @@ struct RowJSON {
         field("differenceMinor", item.differenceMinor)
         field("reason", item.reason)
         endObject()
+    }
+
+    /// An item stored next to its line: the fields the line already holds (line number, batch, journal
+    /// type, ids, currency, actual = gross) are written only where the item differs, `null` where the
+    /// item has none; `StoredItemChunk` fills the rest from the line. Most items are `matched` lines,
+    /// whose item then costs a few bytes.
+    mutating func item(_ item: ReconciliationItem, besides line: SettlementLine) {
+        beginObject("i")
+        field("category", item.category.rawValue)
+        if item.lineNumber != line.lineNumber { orNull("lineNumber", item.lineNumber) }
+        if item.batchId != line.batchId { orNull("batchId", item.batchId) }
+        if item.journalType != line.journalType { orNull("journalType", item.journalType) }
+        if item.paymentId != line.paymentId { orNull("paymentId", item.paymentId) }
+        if item.refundId != line.refundId { orNull("refundId", item.refundId) }
+        if item.processorReference != line.processorReference { orNull("processorReference", item.processorReference) }
+        if item.currencyCode != line.currencyCode { field("currencyCode", item.currencyCode) }
+        field("expectedCurrencyCode", item.expectedCurrencyCode)
+        field("expectedMinor", item.expectedMinor)
+        if item.actualMinor != line.grossMinor { orNull("actualMinor", item.actualMinor) }
+        field("differenceMinor", item.differenceMinor)
+        field("reason", item.reason)
+        endObject()
+    }
+
+    private mutating func orNull(_ key: StaticString, _ value: String?) {
+        if let value { field(key, value) } else { null(key) }
+    }
+
+    private mutating func orNull(_ key: StaticString, _ value: Int?) {
+        if let value { field(key, value) } else { null(key) }
+    }
+
+    private mutating func orNull(_ key: StaticString, _ value: Int64?) {
+        if let value { field(key, value) } else { null(key) }
+    }
+
+    private mutating func null(_ key: StaticString) {
+        self.key(key)
+        bytes.append(contentsOf: Array("null".utf8))
     }
 
     mutating func line(_ line: SettlementLine) {
@@ -78,10 +136,12 @@ struct RowJSON {
         }
     }
 
-    private mutating func key(_ key: String) {
+    /// Keys are literals of plain ASCII (nothing to escape): copied as they are.
+    private mutating func key(_ key: StaticString) {
         separator()
-        string(key)
-        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: "\""))
+        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
     }
 
     /// RFC 8259 string: quote, backslash and control characters escaped; other UTF-8 as is.

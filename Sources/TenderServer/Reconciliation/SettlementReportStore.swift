@@ -51,6 +51,9 @@ struct SettlementReportStore: Sendable {
     let pool: PostgresPool
     let sink: any SettlementEffectSink
     var configuration = ReconciliationConfiguration()
+    /// Told the report id and phase 1's duration in seconds once the report is committed, before the
+    /// effects (a long file's effects take minutes; `tender reconcile` logs the moment).
+    var onReportStored: (@Sendable (String, Double) -> Void)?
 
     /// Imports a file whose SHA-256 is already known. The same bytes (same merchant and format)
     /// return the stored report with `created == false` and apply nothing new; otherwise `source` is
@@ -85,6 +88,7 @@ struct SettlementReportStore: Sendable {
             }
         }
         let imported = ContinuousClock.now
+        if let stored, let onReportStored { onReportStored(stored, Self.seconds(from: started, to: imported)) }
         let applied = try applyPendingEffects(merchantId: merchantId, now: now)
         guard let reportId = stored, let report = try report(merchantId: merchantId, reportId: reportId) else {
             throw TenderError("settlement_report_lost", "report not found after commit")
@@ -503,8 +507,13 @@ private struct ItemChunkWriter {
             pending[slot].json.field("c", item.category.rawValue)
             pending[slot].json.field("n", item.lineNumber)
             pending[slot].json.field("b", item.batchId)
-            pending[slot].json.item(item)
-            if index < lines.lines.count { pending[slot].json.encodedMember(lines.encodedLine(index)) }
+            if index < lines.lines.count {
+                pending[slot].json.field("d", 1)
+                pending[slot].json.item(item, besides: lines.lines[index])
+                pending[slot].json.encodedMember(lines.encodedLine(index))
+            } else {
+                pending[slot].json.item(item)
+            }
             pending[slot].json.endObject()
             pending[slot].json.newline()
             if pending[slot].count == SettlementReportStore.chunkItems {
@@ -545,13 +554,51 @@ private struct ItemChunkWriter {
 }
 
 /// The stored form of a chunk: JSON lines `{"o":ordinal,"c":category,"n":line,"b":batch,"i":item,"l":line}`.
+/// With `"d":1` the item holds only what differs from its line (`RowJSON.item(_:besides:)`); without
+/// it (items without a line, rows migrated from the per-item table) the item is complete.
 enum StoredItemChunk {
     struct Entry: Decodable {
         let ordinal: Int
         let item: ReconciliationItem
         let line: SettlementLine?
 
-        enum CodingKeys: String, CodingKey { case ordinal = "o", item = "i", line = "l" }
+        enum CodingKeys: String, CodingKey { case ordinal = "o", item = "i", line = "l", delta = "d" }
+        enum ItemKeys: String, CodingKey {
+            case category, lineNumber, batchId, journalType, paymentId, refundId, processorReference, currencyCode
+            case expectedCurrencyCode, expectedMinor, actualMinor, differenceMinor, reason
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            ordinal = try container.decode(Int.self, forKey: .ordinal)
+            line = try container.decodeIfPresent(SettlementLine.self, forKey: .line)
+            guard let line, try container.decodeIfPresent(Int.self, forKey: .delta) == 1 else {
+                item = try container.decode(ReconciliationItem.self, forKey: .item)
+                return
+            }
+            let i = try container.nestedContainer(keyedBy: ItemKeys.self, forKey: .item)
+            // Absent: the line's value; present: the item's own (null included).
+            func text(_ key: ItemKeys, _ fallback: String?) throws -> String? {
+                i.contains(key) ? try i.decodeIfPresent(String.self, forKey: key) : fallback
+            }
+            func number(_ key: ItemKeys, _ fallback: Int64?) throws -> Int64? {
+                i.contains(key) ? try i.decodeIfPresent(Int64.self, forKey: key) : fallback
+            }
+            item = ReconciliationItem(
+                category: try i.decode(ReconciliationCategory.self, forKey: .category),
+                lineNumber: i.contains(.lineNumber) ? try i.decodeIfPresent(Int.self, forKey: .lineNumber) : line.lineNumber,
+                batchId: try text(.batchId, line.batchId),
+                journalType: try text(.journalType, line.journalType),
+                paymentId: try text(.paymentId, line.paymentId),
+                refundId: try text(.refundId, line.refundId),
+                processorReference: try text(.processorReference, line.processorReference),
+                currencyCode: try i.decodeIfPresent(String.self, forKey: .currencyCode) ?? line.currencyCode,
+                expectedCurrencyCode: try i.decodeIfPresent(String.self, forKey: .expectedCurrencyCode),
+                expectedMinor: try i.decodeIfPresent(Int64.self, forKey: .expectedMinor),
+                actualMinor: try number(.actualMinor, line.grossMinor),
+                differenceMinor: try i.decodeIfPresent(Int64.self, forKey: .differenceMinor),
+                reason: try i.decodeIfPresent(String.self, forKey: .reason))
+        }
     }
 
     /// Decodes a chunk; a malformed one is a stored-data error, never silently skipped.

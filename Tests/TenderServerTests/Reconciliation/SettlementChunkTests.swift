@@ -107,6 +107,27 @@ struct SettlementChunkTests {
         #expect(revision.effectsApplied == 1)  // the new fee line only
     }
 
+    @Test func storedEntriesDecodeInBothForms() throws {
+        let line = #""l":{"lineNumber":7,"naturalKey":"k","batchId":"B1","settlementDate":"2024-03-02","type":"refund","journalType":"refund","paymentId":"pay_1","refundId":"re_9","currencyCode":"USD","grossMinor":-500,"netCurrencyCode":"USD","feeMinor":0,"netMinor":-500}"#
+        // A migrated row: the item is complete, so a field it lacks is nil even where the line has one.
+        let migrated = #"{"o":3,"i":{"category":"missing_in_ledger","currencyCode":"USD","reason":"no_recorded_refund"},"# + line + "}"
+        // A delta row: absent fields come from the line, null ones stay nil, present ones win.
+        let delta = #"{"o":4,"d":1,"i":{"category":"refund","refundId":null,"actualMinor":500,"expectedMinor":500,"differenceMinor":0},"# + line + "}"
+        let entries = try StoredItemChunk.decode(migrated + "\n" + delta)
+        #expect(entries.map(\.ordinal) == [3, 4])
+        #expect(entries[0].item.paymentId == nil)
+        #expect(entries[0].item.lineNumber == nil)
+        #expect(entries[0].item.reason == "no_recorded_refund")
+        #expect(entries[1].item.paymentId == "pay_1")
+        #expect(entries[1].item.lineNumber == 7)
+        #expect(entries[1].item.batchId == "B1")
+        #expect(entries[1].item.refundId == nil)
+        #expect(entries[1].item.actualMinor == 500)
+        #expect(entries[1].item.currencyCode == "USD")
+        #expect(entries[1].line?.grossMinor == -500)
+        #expect(throws: TenderError.self) { _ = try StoredItemChunk.decode(#"{"o":1}"#) }
+    }
+
     @Test func effectsInterruptedAfterTheReportAreFinishedExactlyOnce() throws {
         let pool = try TestEnvironment.migratedPool("recon_resume")
         defer { pool.close() }
