@@ -53,8 +53,14 @@ generate() {
 generate "$out/recon-small.csv" "$small" S
 generate "$out/recon-large.csv" "$lines" L
 
+# Each run gets its own copy of the ledger (a template copy), so that one run's bookings do not make
+# the next run's lines duplicates of them.
 run() {
   local file="$1" count="$2" label="$3"
+  psql -q -X -v ON_ERROR_STOP=1 "$(scripts/pg.sh url postgres)" \
+    -c "DROP DATABASE IF EXISTS tender_bench_recon_run WITH (FORCE)" \
+    -c "CREATE DATABASE tender_bench_recon_run TEMPLATE tender_bench_recon" >/dev/null
+  TENDER_DATABASE_URL="$(scripts/pg.sh url tender_bench_recon_run)" \
   TENDER_LOG_FORMAT=text /usr/bin/time -v "$bin" reconcile --merchant-id merchant.bench.recon --format generic "$file" \
     >"$out/recon-$label.json" 2>"$out/recon-$label.time"
   python3 - "$count" "$label" "$out/recon-$label.time" <<'PY'
