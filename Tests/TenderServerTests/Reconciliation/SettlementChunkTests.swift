@@ -107,6 +107,28 @@ struct SettlementChunkTests {
         #expect(revision.effectsApplied == 1)  // the new fee line only
     }
 
+    @Test func theSameFileImportedConcurrentlyIsStoredAndAppliedOnce() throws {
+        let pool = try TestEnvironment.migratedPool("recon_conc")
+        defer { pool.close() }
+        try LedgerFixture.install(pool)
+        let m = try Self.merchant(pool, "merchant.conc")
+        var text = header
+        for i in 1...1_500 {
+            let fee = "\(i / 100).\(String(format: "%02d", i % 100))"
+            text += "2024-03-02,B5,fee,,,USD,0.00,\(fee),\(fee)\n"
+        }
+        let sink = FailingOnceSink(failOnCall: Int.max)
+        let store = SettlementReportStore(pool: pool, sink: sink)
+        let file = text
+        let outcomes = concurrently(4) { _ in try? Self.importText(store, merchantId: m, file) }
+        #expect(outcomes.allSatisfy { $0 != nil })
+        #expect(outcomes.filter { $0?.created == true }.count == 1)
+        #expect(Set(outcomes.compactMap { $0?.report.id }).count == 1)
+        #expect(sink.keys.count == 1_500)
+        #expect(Set(sink.keys).count == 1_500)
+        #expect(try LedgerFixture.count(pool, "settlement_reports") == 1)
+    }
+
     @Test func storedEntriesDecodeInBothForms() throws {
         let line = #""l":{"lineNumber":7,"naturalKey":"k","batchId":"B1","settlementDate":"2024-03-02","type":"refund","journalType":"refund","paymentId":"pay_1","refundId":"re_9","currencyCode":"USD","grossMinor":-500,"netCurrencyCode":"USD","feeMinor":0,"netMinor":-500}"#
         // A migrated row: the item is complete, so a field it lacks is nil even where the line has one.
