@@ -51,6 +51,26 @@ public final class PostgresConnection {
         return Self.makeResult(result)
     }
 
+    /// Runs one statement and hands each row to `body` in turn, its values read in place from the
+    /// result (no `PostgresRow`s, no Strings for columns the caller does not ask for): for reads of a
+    /// million rows going straight into the caller's own structures. Returns the number of rows.
+    /// A `PostgresRawRow` is only valid inside `body`.
+    @discardableResult
+    public func forEachRow(_ sql: SQL, _ parameters: [any PostgresEncodable] = [],
+                           _ body: (PostgresRawRow) throws -> Void) throws -> Int {
+        let texts = try parameterTexts(parameters)
+        let result = try run(retryable: sql.isIdempotent) { handle in
+            Self.execParams(handle, sql.text, texts)
+        }
+        defer { PQclear(result) }
+        let rowCount = Int(PQntuples(result))
+        let columnCount = Int(PQnfields(result))
+        for row in 0..<rowCount {
+            try body(PostgresRawRow(result: result, row: Int32(row), columnCount: columnCount))
+        }
+        return rowCount
+    }
+
     /// Runs one statement and returns the affected row count.
     @discardableResult
     public func execute(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> Int {
@@ -326,6 +346,87 @@ public enum TransactionIsolation: Sendable {
         case .readCommitted: "READ COMMITTED"
         case .repeatableRead: "REPEATABLE READ"
         case .serializable: "SERIALIZABLE"
+        }
+    }
+}
+
+/// One row of a result being walked by `PostgresConnection.forEachRow`; valid only inside its body.
+public struct PostgresRawRow {
+    fileprivate let result: OpaquePointer
+    fileprivate let row: Int32
+    fileprivate let columnCount: Int
+
+    private func checked(_ column: Int) throws(PostgresError) -> Int32 {
+        guard column >= 0 && column < columnCount else {
+            throw PostgresError(code: .decodeFailed, message: "no column at position \(column) (result has \(columnCount))",
+                                column: String(column))
+        }
+        return Int32(column)
+    }
+
+    /// The column's text, nil for SQL NULL.
+    public func string(_ column: Int) throws(PostgresError) -> String? {
+        let index = try checked(column)
+        guard PQgetisnull(result, row, index) == 0, let value = PQgetvalue(result, row, index) else { return nil }
+        return String(cString: value)
+    }
+
+    /// A non-NULL text column.
+    public func requiredString(_ column: Int) throws(PostgresError) -> String {
+        guard let value = try string(column) else {
+            throw PostgresError(code: .decodeFailed, message: "column \(column) is NULL, expected String", column: String(column))
+        }
+        return value
+    }
+
+    /// A non-NULL integer column (int2/int4/int8 text), parsed in place.
+    public func int64(_ column: Int) throws(PostgresError) -> Int64 {
+        let index = try checked(column)
+        guard PQgetisnull(result, row, index) == 0, let value = PQgetvalue(result, row, index) else {
+            throw PostgresError(code: .decodeFailed, message: "column \(column) is NULL, expected Int64", column: String(column))
+        }
+        let length = Int(PQgetlength(result, row, index))
+        return try value.withMemoryRebound(to: UInt8.self, capacity: length) { (bytes) throws(PostgresError) -> Int64 in
+            var position = 0
+            var negative = false
+            if length > 0 && bytes[0] == UInt8(ascii: "-") {
+                negative = true
+                position = 1
+            }
+            guard position < length else {
+                throw PostgresError(code: .decodeFailed, message: "column \(column) is not an integer", column: String(column))
+            }
+            var number: Int64 = 0
+            while position < length {
+                let byte = bytes[position]
+                guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else {
+                    throw PostgresError(code: .decodeFailed, message: "column \(column) is not an integer", column: String(column))
+                }
+                let (shifted, overflowA) = number.multipliedReportingOverflow(by: 10)
+                // Accumulated negatively for a negative number, so that Int64.min fits.
+                let digit = Int64(byte - UInt8(ascii: "0"))
+                let (next, overflowB) = negative ? shifted.subtractingReportingOverflow(digit)
+                                                 : shifted.addingReportingOverflow(digit)
+                if overflowA || overflowB {
+                    throw PostgresError(code: .decodeFailed, message: "column \(column) overflows Int64", column: String(column))
+                }
+                number = next
+                position += 1
+            }
+            return number
+        }
+    }
+
+    /// A non-NULL boolean column (`t`/`f`).
+    public func bool(_ column: Int) throws(PostgresError) -> Bool {
+        let index = try checked(column)
+        guard PQgetisnull(result, row, index) == 0, let value = PQgetvalue(result, row, index) else {
+            throw PostgresError(code: .decodeFailed, message: "column \(column) is NULL, expected Bool", column: String(column))
+        }
+        switch value.pointee {
+        case CChar(UInt8(ascii: "t")): return true
+        case CChar(UInt8(ascii: "f")): return false
+        default: throw PostgresError(code: .decodeFailed, message: "column \(column) is not a boolean", column: String(column))
         }
     }
 }

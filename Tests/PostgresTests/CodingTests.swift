@@ -95,6 +95,38 @@ extension PostgresIntegration {
             expectPostgresError(.decodeFailed) { _ = try row.decode("amount_minor", as: [UInt8].self) }
         }
 
+        @Test func rawRowsReadValuesInPlace() throws {
+            let pool = PostgresPool(configuration: TestDatabase.configuration())
+            defer { pool.close() }
+            try pool.withConnection { connection in
+                var seen: [(String?, Int64, Bool)] = []
+                let count = try connection.forEachRow("""
+                    SELECT * FROM (VALUES ('pay_1', 0::int8, true), (NULL, -9223372036854775808, false),
+                                          ('€ ü', 9223372036854775807, true), ('x', -42, false)) AS v(t, n, b)
+                    """) { row in
+                    seen.append((try row.string(0), try row.int64(1), try row.bool(2)))
+                }
+                #expect(count == 4)
+                #expect(seen.map(\.0) == ["pay_1", nil, "€ ü", "x"])
+                #expect(seen.map(\.1) == [0, Int64.min, Int64.max, -42])
+                #expect(seen.map(\.2) == [true, false, true, false])
+                // Wrong shapes are decode errors naming the column, never a guess.
+                var columns: [String?] = []
+                var nullText: String? = "unset"
+                _ = try connection.forEachRow("SELECT 'maybe'::text AS b, NULL::int8 AS n, '12a'::text AS t, 99999999999999999999::numeric AS big") { row in
+                    columns.append(expectPostgresError(.decodeFailed) { _ = try row.bool(0) }?.column)
+                    columns.append(expectPostgresError(.decodeFailed) { _ = try row.int64(1) }?.column)
+                    columns.append(expectPostgresError(.decodeFailed) { _ = try row.int64(2) }?.column)
+                    columns.append(expectPostgresError(.decodeFailed) { _ = try row.int64(3) }?.column)
+                    columns.append(expectPostgresError(.decodeFailed) { _ = try row.requiredString(1) }?.column)
+                    columns.append(expectPostgresError(.decodeFailed) { _ = try row.string(4) }?.column)
+                    nullText = try row.string(1)
+                }
+                #expect(columns == ["0", "1", "2", "3", "1", "4"])
+                #expect(nullText == nil)
+            }
+        }
+
         @Test func parametersAreBoundNotInterpolated() throws {
             let pool = PostgresPool(configuration: TestDatabase.configuration())
             defer { pool.close() }
