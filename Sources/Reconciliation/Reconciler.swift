@@ -619,11 +619,10 @@ public struct Reconciler {
         where !refundSeen[index] && (refund.status == .authorized || refund.status == .pending) {
             order.append(.refund(Int32(index)))
         }
-        let items = AbsentItems(payments: payments, refunds: refunds, order: [], now: now,
+        var items = AbsentItems(payments: payments, refunds: refunds, order: order, now: now,
                                 lagSeconds: configuration.settlementLagSeconds)
-        order.sort { items.sortKey($0) < items.sortKey($1) }
-        return AbsentItems(payments: payments, refunds: refunds, order: order, now: now,
-                           lagSeconds: configuration.settlementLagSeconds)
+        items.sortByDateAndId()
+        return items
     }
 
     /// One-shot convenience: match `lines` and finish at `now`.
@@ -643,12 +642,17 @@ public struct AbsentItems: Sequence {
 
     let payments: [RecordedPayment]
     let refunds: [RecordedRefund]
-    let order: [Record]
+    private(set) var order: [Record]
     let now: Date
     let lagSeconds: Int64
 
     /// How many there are.
     public var count: Int { order.count }
+
+    mutating func sortByDateAndId() {
+        let keyed = self
+        order.sort { keyed.sortKey($0) < keyed.sortKey($1) }
+    }
 
     func sortKey(_ record: Record) -> (Date, String) {
         switch record {

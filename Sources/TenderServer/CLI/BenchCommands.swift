@@ -51,7 +51,7 @@ enum BenchCommands {
             for _ in 0..<100 { try body() }
             calls += 100
             let elapsed = start.duration(to: clock.now)
-            let secondsElapsed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let secondsElapsed = elapsed.secondsValue
             if secondsElapsed >= seconds { return Double(calls) / secondsElapsed }
         }
     }

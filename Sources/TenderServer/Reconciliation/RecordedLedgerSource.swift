@@ -12,7 +12,8 @@ struct RecordedLedgerSource: Sendable {
     /// Every payment of `merchantId`; a payment already booked by an earlier report is `booked`.
     func payments(merchantId: String, on conn: PostgresConnection) throws -> [RecordedPayment] {
         var result: [RecordedPayment] = []
-        _ = try conn.execute("""
+        // The effect key's prefix is Reconciler's ("recon|<kind>|<line natural key>").
+        try Self.readAll(cursor: "tender_recorded_payments", """
             DECLARE tender_recorded_payments NO SCROLL CURSOR FOR
             SELECT p.payment_id, p.processor_reference, p.amount_minor, p.currency_code, p.status,
                    (extract(epoch FROM p.created_at) * 1000000)::bigint AS created_us,
@@ -23,10 +24,7 @@ struct RecordedLedgerSource: Sendable {
                           WHERE merchant_id = $1 AND kind = 'book_payment'
                           ORDER BY subject_id, applied_at, effect_key) b ON b.subject_id = p.payment_id
              WHERE p.merchant_id = $1
-            """, [merchantId])
-        defer { _ = try? conn.execute("CLOSE tender_recorded_payments") }
-        // Rows are read in place (a million of them): no row objects, no Strings for the status.
-        while try conn.forEachRow(Self.fetchPayments, [], { row in
+            """, merchantId: merchantId, on: conn) { row in
             let booked = try row.bool(6)
             result.append(RecordedPayment(
                 paymentId: try row.requiredString(0),
@@ -36,14 +34,14 @@ struct RecordedLedgerSource: Sendable {
                 status: booked ? .booked : Self.ledgerStatus(try row.requiredString(4)),
                 createdAt: Self.date(microseconds: try row.int64(5)),
                 bookedByLineKey: booked ? try row.string(7) : nil))
-        }) == Self.pageRows {}
+        }
         return result
     }
 
     /// Every refund of `merchantId`; a refund already booked by an earlier report is `booked`.
     func refunds(merchantId: String, on conn: PostgresConnection) throws -> [RecordedRefund] {
         var result: [RecordedRefund] = []
-        _ = try conn.execute("""
+        try Self.readAll(cursor: "tender_recorded_refunds", """
             DECLARE tender_recorded_refunds NO SCROLL CURSOR FOR
             SELECT r.refund_id, r.payment_id, r.processor_reference, r.amount_minor, r.currency_code, r.status,
                    (extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us,
@@ -52,28 +50,30 @@ struct RecordedLedgerSource: Sendable {
               LEFT JOIN (SELECT DISTINCT subject_id FROM settlement_effects
                           WHERE merchant_id = $1 AND kind = 'book_refund') b ON b.subject_id = r.refund_id
              WHERE r.merchant_id = $1
-            """, [merchantId])
-        defer { _ = try? conn.execute("CLOSE tender_recorded_refunds") }
-        while true {
-            let page = try conn.query(Self.fetchRefunds)
-            for row in page.rows {
-                let booked: Bool = try row.decode(7)
-                result.append(RecordedRefund(
-                    refundId: try row.decode(0),
-                    paymentId: try row.decode(1),
-                    processorReference: try row.decodeIfPresent(2),
-                    amountMinor: try row.decode(3),
-                    currencyCode: try row.decode(4),
-                    status: booked ? .booked : Self.ledgerStatus(try row.decode(5)),
-                    createdAt: Self.date(microseconds: try row.decode(6))))
-            }
-            if page.rows.count < Self.pageRows { break }
+            """, merchantId: merchantId, on: conn) { row in
+            let booked = try row.bool(7)
+            result.append(RecordedRefund(
+                refundId: try row.requiredString(0),
+                paymentId: try row.requiredString(1),
+                processorReference: try row.string(2),
+                amountMinor: try row.int64(3),
+                currencyCode: try row.requiredString(4),
+                status: booked ? .booked : Self.ledgerStatus(try row.requiredString(5)),
+                createdAt: Self.date(microseconds: try row.int64(6))))
         }
         return result
     }
 
-    private static let fetchPayments: SQL = "FETCH 20000 FROM tender_recorded_payments"
-    private static let fetchRefunds: SQL = "FETCH 20000 FROM tender_recorded_refunds"
+    /// Declares `cursor` with `declare`, hands every row to `body` a page at a time (values read in
+    /// place: a million rows make no row objects), and closes it.
+    private static func readAll(cursor: StaticString, _ declare: SQL, merchantId: String, on conn: PostgresConnection,
+                                _ body: (PostgresRawRow) throws -> Void) throws {
+        _ = try conn.execute(declare, [merchantId])
+        let name = cursor.description
+        defer { _ = try? conn.execute(SQL(unsafeSQL: "CLOSE \(name)")) }
+        let fetch = SQL(unsafeSQL: "FETCH \(pageRows) FROM \(name)")
+        while try conn.forEachRow(fetch, [], body) == pageRows {}
+    }
 
     private static func date(microseconds: Int64) -> Date {
         Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)

@@ -330,8 +330,7 @@ struct SettlementReportStore: Sendable {
     }
 
     private static func seconds(from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Double {
-        let duration = end - start
-        return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        (end - start).secondsValue
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
