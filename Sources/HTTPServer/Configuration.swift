@@ -12,8 +12,19 @@ public struct HTTPServerConfiguration: Sendable {
     public var workerQueueMax: Int = 256
     /// Largest request body; larger ones get an early 413 `body_too_large` (by Content-Length before reading, or while streaming chunked).
     public var bodyBytesMax: Int = 1_048_576
-    /// Per-connection memory for the request line and headers; beyond it MHD answers 431.
+    /// Largest request head (request line and header fields); beyond it the edge answers 431.
     public var headerBytesMax: Int = 32_768
+    /// Longest request target (path and query); beyond it the edge answers 414.
+    public var requestTargetBytesMax: Int = 8_192
+    /// Most header fields in one request (and trailer fields after a chunked body); beyond it 431.
+    public var headerFieldsMax: Int = 100
+    /// Time from a request head's first byte to its last; past it the edge answers 408 and closes.
+    /// Bounds slow-header (slowloris) connections, which otherwise count against `connectionsPerIPMax`.
+    public var headerTimeoutMilliseconds: Int = 10_000
+    /// Time from the end of a request head to the end of its body; past it 408 and close.
+    public var bodyTimeoutMilliseconds: Int = 60_000
+    /// Edge threads: each runs one epoll loop that accepts connections and frames their requests.
+    public var edgeThreads: Int = 2
     /// Concurrent connections in total.
     public var connectionsMax: Int = 1_000
     /// Concurrent connections from one peer address.

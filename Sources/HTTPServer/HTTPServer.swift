@@ -17,7 +17,7 @@ public final class HTTPServer: Sendable {
 
     private enum Phase: Sendable {
         case idle
-        case running(Daemon)
+        case running(Daemon, Edge)
         case stopped
     }
 
@@ -50,25 +50,42 @@ public final class HTTPServer: Sendable {
                 phase = .stopped
                 throw HTTPServerError(code: "thread_start_failed", message: "Could not start the server threads.")
             }
-            let limits = tender_mhd_limits(
-                thread_pool_size: UInt32(configuration.ioThreads),
-                connection_limit: UInt32(configuration.connectionsMax),
-                per_ip_connection_limit: UInt32(configuration.connectionsPerIPMax),
-                connection_timeout_seconds: UInt32(configuration.idleTimeoutSeconds),
-                connection_memory_limit_bytes: configuration.headerBytesMax)
-            var error: Int32 = 0
-            let context = Unmanaged.passUnretained(core).toOpaque()
-            guard let daemon = tender_mhd_start(configuration.host, UInt16(configuration.port), limits,
-                                                MHDCallbacks.access, context, MHDCallbacks.completed, context,
-                                                &error) else {
+            let edge: Edge
+            do {
+                edge = try Edge(host: configuration.host, port: configuration.port,
+                                settings: Self.edgeSettings(configuration), registry: core.edgeRegistry)
+            } catch {
                 core.forceResumeAll()
                 _ = core.pool.stop(untilNanoseconds: monotonicNanoseconds() + 1_000_000_000)
                 phase = .stopped
-                throw HTTPServerError(code: "bind_failed",
-                                      message: "Could not listen on \(configuration.host):\(configuration.port).")
+                throw error
             }
-            port.store(Int(tender_mhd_bound_port(daemon)), ordering: .releasing)
-            phase = .running(Daemon(pointer: daemon))
+            // MHD's pool holds the canonical head the edge forwards (never larger than the client's) and the
+            // response headers; with twice the head limit, MHD never answers 431 itself.
+            let limits = tender_mhd_limits(
+                thread_pool_size: UInt32(configuration.ioThreads),
+                connection_limit: UInt32(configuration.connectionsMax + 16),
+                per_ip_connection_limit: UInt32(configuration.connectionsPerIPMax + 16),
+                connection_timeout_seconds: UInt32(configuration.idleTimeoutSeconds),
+                connection_memory_limit_bytes: configuration.headerBytesMax * 2 + 16_384)
+            let context = Unmanaged.passUnretained(core).toOpaque()
+            guard let daemon = tender_mhd_start_unbound(limits, MHDCallbacks.access, context, MHDCallbacks.completed,
+                                                        context) else {
+                edge.stop(flushDeadlineNanoseconds: monotonicNanoseconds())
+                core.forceResumeAll()
+                _ = core.pool.stop(untilNanoseconds: monotonicNanoseconds() + 1_000_000_000)
+                phase = .stopped
+                throw HTTPServerError(code: "thread_start_failed", message: "Could not start the HTTP daemon.")
+            }
+            guard edge.start(daemon: daemon) else {
+                core.forceResumeAll()
+                _ = core.pool.stop(untilNanoseconds: monotonicNanoseconds() + 1_000_000_000)
+                MHD_stop_daemon(daemon)
+                phase = .stopped
+                throw HTTPServerError(code: "thread_start_failed", message: "Could not start the edge threads.")
+            }
+            port.store(edge.boundPort, ordering: .releasing)
+            phase = .running(Daemon(pointer: daemon), edge)
         }
     }
 
@@ -83,11 +100,11 @@ public final class HTTPServer: Sendable {
     /// Returns true if everything drained in time. Safe to call more than once.
     @discardableResult
     public func shutdown(drainDeadlineMilliseconds: Int) -> Bool {
-        let daemon: Daemon? = phase.withLock { phase in
+        let running: (Daemon, Edge)? = phase.withLock { phase in
             switch phase {
-            case .running(let daemon):
+            case .running(let daemon, let edge):
                 phase = .stopped
-                return daemon
+                return (daemon, edge)
             case .idle:
                 phase = .stopped
                 return nil
@@ -95,7 +112,7 @@ public final class HTTPServer: Sendable {
                 return nil
             }
         }
-        guard let daemon else { return true }
+        guard let (daemon, edge) = running else { return true }
         let deadline = monotonicNanoseconds() + UInt64(max(drainDeadlineMilliseconds, 0)) * 1_000_000
         // New requests are refused from here on (503 server_shutting_down + Connection: close). The
         // listening socket is not quiesced: MHD 0.9.75's MHD_quiesce_daemon removes the listener from
@@ -111,7 +128,24 @@ public final class HTTPServer: Sendable {
         // Give running handlers until the deadline (at least a moment) to return before the threads are abandoned.
         let workersStopped = core.pool.stop(untilNanoseconds: max(deadline, monotonicNanoseconds() + 100_000_000))
         MHD_stop_daemon(daemon.pointer)
+        // What MHD wrote before it stopped (the 503s above) is still relayed, briefly, then every connection closes.
+        edge.stop(flushDeadlineNanoseconds: monotonicNanoseconds() + 500_000_000)
         return drained && workersStopped
+    }
+
+    static func edgeSettings(_ configuration: HTTPServerConfiguration) -> Edge.Settings {
+        Edge.Settings(
+            loops: configuration.edgeThreads,
+            framer: RequestFramer.Limits(headBytesMax: configuration.headerBytesMax,
+                                         requestTargetBytesMax: configuration.requestTargetBytesMax,
+                                         headerFieldsMax: configuration.headerFieldsMax,
+                                         bodyBytesMax: configuration.bodyBytesMax),
+            headerTimeoutNanoseconds: UInt64(configuration.headerTimeoutMilliseconds) * 1_000_000,
+            bodyTimeoutNanoseconds: UInt64(configuration.bodyTimeoutMilliseconds) * 1_000_000,
+            lingerNanoseconds: UInt64(configuration.handlerDeadlineMilliseconds) * 1_000_000 + 5_000_000_000,
+            connectionsMax: configuration.connectionsMax,
+            connectionsPerAddressMax: configuration.connectionsPerIPMax,
+            relayBytesMax: 65_536)
     }
 
     private static func validate(_ configuration: HTTPServerConfiguration) throws {
@@ -122,6 +156,11 @@ public final class HTTPServer: Sendable {
             (configuration.workerQueueMax >= 0 && configuration.workerQueueMax <= 1_000_000, "workerQueueMax"),
             (configuration.bodyBytesMax >= 0 && configuration.bodyBytesMax <= 1 << 30, "bodyBytesMax"),
             ((1_024...(1 << 24)).contains(configuration.headerBytesMax), "headerBytesMax"),
+            ((64...(1 << 20)).contains(configuration.requestTargetBytesMax), "requestTargetBytesMax"),
+            ((1...10_000).contains(configuration.headerFieldsMax), "headerFieldsMax"),
+            ((1...3_600_000).contains(configuration.headerTimeoutMilliseconds), "headerTimeoutMilliseconds"),
+            ((1...3_600_000).contains(configuration.bodyTimeoutMilliseconds), "bodyTimeoutMilliseconds"),
+            ((1...64).contains(configuration.edgeThreads), "edgeThreads"),
             ((1...1_000_000).contains(configuration.connectionsMax), "connectionsMax"),
             ((1...1_000_000).contains(configuration.connectionsPerIPMax), "connectionsPerIPMax"),
             ((1...86_400).contains(configuration.idleTimeoutSeconds), "idleTimeoutSeconds"),
@@ -155,11 +194,15 @@ enum MHDCallbacks {
     }
 
     /// MHD_RequestCompletedCallback: releases MHD's retain on the box and reports the access log entry.
-    static let completed: MHD_RequestCompletedCallback = { cls, _, slot, _ in
-        guard let cls, let slot, let raw = slot.pointee else { return }
-        slot.pointee = nil
+    static let completed: MHD_RequestCompletedCallback = { cls, connection, slot, _ in
+        guard let cls else { return }
         let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
-        let box = Unmanaged<RequestBox>.fromOpaque(raw).takeRetainedValue()
-        core.completed(box)
+        if let slot, let raw = slot.pointee {
+            slot.pointee = nil
+            let box = Unmanaged<RequestBox>.fromOpaque(raw).takeRetainedValue()
+            core.completed(box)
+        }
+        // Tells the edge the response is written in full (it orders refusals and half-closes after it).
+        if let connection { core.edgeRegistry.completed(mhdDescriptor: tender_mhd_connection_fd(connection)) }
     }
 }

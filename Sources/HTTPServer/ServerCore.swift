@@ -13,6 +13,7 @@ final class ServerCore: @unchecked Sendable {
     let router: Router
     let onRequestComplete: @Sendable (AccessLogEntry) -> Void
     let pool: WorkerPool
+    let edgeRegistry = EdgeRegistry()
 
     let state = ConditionLock()
     private var inFlight = 0

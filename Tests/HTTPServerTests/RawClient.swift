@@ -201,6 +201,25 @@ final class RawClient {
         }
     }
 
+    /// Every byte that arrives until the server closes; nil if it stays open past the timeout.
+    func bytesUntilClose() -> [UInt8]? {
+        while true {
+            do {
+                guard try fill() else {
+                    defer { buffer.removeAll() }
+                    return buffer
+                }
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    /// Half-closes: no more bytes from this client, responses still arrive.
+    func finishSending() {
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
     /// Sends one request and reads its response.
     func roundTrip(_ request: String) throws -> WireResponse {
         try send(request)
