@@ -130,6 +130,9 @@ public struct TenderConfiguration: Sendable {
         limits.handlerDeadlineMilliseconds = try integer(env, "TENDER_HTTP_HANDLER_DEADLINE_MS", default: limits.handlerDeadlineMilliseconds, range: 100...120_000)
         limits.drainDeadlineMilliseconds = try integer(env, "TENDER_SHUTDOWN_DRAIN_MS", default: limits.drainDeadlineMilliseconds, range: 0...600_000)
         limits.ioThreads = try integer(env, "TENDER_HTTP_IO_THREADS", default: limits.ioThreads, range: 1...64)
+        limits.edgeThreads = try integer(env, "TENDER_HTTP_EDGE_THREADS", default: limits.edgeThreads, range: 1...64)
+        limits.headerTimeoutMilliseconds = try integer(env, "TENDER_HTTP_HEADER_TIMEOUT_MS", default: limits.headerTimeoutMilliseconds, range: 100...600_000)
+        limits.bodyTimeoutMilliseconds = try integer(env, "TENDER_HTTP_BODY_TIMEOUT_MS", default: limits.bodyTimeoutMilliseconds, range: 100...3_600_000)
 
         var configuration = TenderConfiguration(
             databaseURL: value("TENDER_DATABASE_URL"),
@@ -206,8 +209,14 @@ public struct ServerLimits: Sendable {
     public var statementTimeoutMilliseconds = 5_000
     /// `TENDER_HTTP_BODY_BYTES_MAX`: request bodies above this get an early 413.
     public var bodyBytesMax = 1_048_576
-    /// Request header bytes (MHD connection memory); above this: 431.
+    /// Request head bytes (request line and header fields); above this the edge answers 431.
     public var headerBytesMax = 32_768
+    /// `TENDER_HTTP_HEADER_TIMEOUT_MS`: a request head must arrive within this from its first byte (else 408).
+    public var headerTimeoutMilliseconds = 10_000
+    /// `TENDER_HTTP_BODY_TIMEOUT_MS`: a request body must arrive within this from the end of its head (else 408).
+    public var bodyTimeoutMilliseconds = 60_000
+    /// `TENDER_HTTP_EDGE_THREADS`: epoll loops that accept connections and frame requests before libmicrohttpd.
+    public var edgeThreads = 2
     /// `TENDER_HTTP_CONNECTIONS_MAX`.
     public var connectionsMax = 1_000
     /// `TENDER_HTTP_CONNECTIONS_PER_IP_MAX`.

@@ -85,6 +85,9 @@ enum ServeCommand {
         h.connectionsPerIPMax = c.limits.connectionsPerIPMax
         h.idleTimeoutSeconds = c.limits.idleTimeoutSeconds
         h.handlerDeadlineMilliseconds = c.limits.handlerDeadlineMilliseconds
+        h.headerTimeoutMilliseconds = c.limits.headerTimeoutMilliseconds
+        h.bodyTimeoutMilliseconds = c.limits.bodyTimeoutMilliseconds
+        h.edgeThreads = c.limits.edgeThreads
         return h
     }
 }
