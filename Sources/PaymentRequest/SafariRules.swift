@@ -30,6 +30,26 @@ public enum SafariRules {
         where (network.minimumVersion ?? Int.max) > apiVersion {
             out.append(issue("unsupported_network_for_version", "supportedNetworks[\(i)]", 5))
         }
+        // WebIDL enumerations: a value outside the enum is a TypeError ("Type error.").
+        for (i, capability) in request.merchantCapabilities.enumerated() where !capability.isKnown {
+            out.append(issue("merchant_capability_unknown", "merchantCapabilities[\(i)]", 4))
+        }
+        if let type = request.shippingType, !type.isKnown { out.append(issue("shipping_type_invalid", "shippingType", 11)) }
+        for (name, fields) in [("requiredShippingContactFields", request.requiredShippingContactFields),
+                               ("requiredBillingContactFields", request.requiredBillingContactFields)] {
+            for (i, field) in (fields ?? []).enumerated() {
+                // v1–2: "\"phoneticName\" is not a valid contact field."
+                if !field.isKnown || (field == .phoneticName && apiVersion < 3) {
+                    out.append(issue("contact_field_invalid", "\(name)[\(i)]", 16))
+                }
+            }
+        }
+        if let mode = request.shippingContactEditingMode, !mode.isKnown {
+            out.append(issue("shipping_contact_editing_mode_invalid", "shippingContactEditingMode", 18))
+        }
+        if let later = request.applePayLaterAvailability, !later.isKnown {
+            out.append(issue("apple_pay_later_availability_invalid", "applePayLaterAvailability", 28))
+        }
         if (try? Country(code: request.countryCode)) == nil { out.append(issue("country_unknown", "countryCode", 2)) }
         if (try? Currency(code: request.currencyCode)) == nil { out.append(issue("currency_unknown", "currencyCode", 3)) }
         out += total(request.total, path: "total", apiVersion: apiVersion)
@@ -49,6 +69,13 @@ public enum SafariRules {
         out += shippingMethods(update.newShippingMethods, path: "newShippingMethods")
         out += modes(recurring: update.newRecurringPaymentRequest, reload: update.newAutomaticReloadPaymentRequest,
                      deferred: update.newDeferredPaymentRequest, contexts: update.newMultiTokenContexts, prefix: "new")
+        // ApplePayError's `code` and `contactField` are WebIDL enumerations too.
+        for (i, error) in (update.sheetErrors ?? []).enumerated() {
+            if !error.code.isKnown { out.append(issue("apple_pay_error_code_invalid", "errors[\(i)].code", 35)) }
+            if let field = error.contactField, !field.isKnown {
+                out.append(issue("apple_pay_error_contact_field_invalid", "errors[\(i)].contactField", 35))
+            }
+        }
         return out
     }
 
@@ -92,6 +119,7 @@ public enum SafariRules {
     static func total(_ item: ApplePayLineItem, path: String, apiVersion: Int) -> [RequestIssue] {
         var out: [RequestIssue] = []
         if item.label.isEmpty { out.append(issue("total_label_empty", path + ".label", 6)) }
+        if !item.effectiveType.isKnown { out.append(issue("line_item_type_invalid", path + ".type", 8)) }
         guard let amount = item.amount, isDecimalMonetaryValue(amount) else {
             return out + [issue("amount_not_decimal", path + ".amount", 6)]
         }
@@ -107,8 +135,12 @@ public enum SafariRules {
     /// `convertAndValidate(ApplePayLineItem)`: a pending item's amount is dropped, any other must be valid.
     static func lineItems(_ items: [ApplePayLineItem]?, path: String) -> [RequestIssue] {
         var out: [RequestIssue] = []
-        for (i, item) in (items ?? []).enumerated() where item.effectiveType != .pending {
-            if !(item.amount.map(isDecimalMonetaryValue) ?? false) {
+        for (i, item) in (items ?? []).enumerated() {
+            if !item.effectiveType.isKnown { out.append(issue("line_item_type_invalid", "\(path)[\(i)].type", 8)) }
+            if let timing = item.paymentTiming, !timing.isKnown {
+                out.append(issue("payment_timing_invalid", "\(path)[\(i)].paymentTiming", 8))
+            }
+            if item.effectiveType != .pending && !(item.amount.map(isDecimalMonetaryValue) ?? false) {
                 out.append(issue("amount_not_decimal", "\(path)[\(i)].amount", 8))
             }
         }
@@ -227,9 +259,26 @@ public protocol ApplePaySafariCheckable: ApplePayDetailsUpdate {
     var newAutomaticReloadPaymentRequest: ApplePayAutomaticReloadPaymentRequest? { get }
     /// `newDeferredPaymentRequest`.
     var newDeferredPaymentRequest: ApplePayDeferredPaymentRequest? { get }
+    /// `errors`, for the dictionaries that have it.
+    var sheetErrors: [ApplePayError]? { get }
 }
 
-extension ApplePayShippingMethodUpdate: ApplePaySafariCheckable {}
-extension ApplePayShippingContactUpdate: ApplePaySafariCheckable {}
-extension ApplePayCouponCodeUpdate: ApplePaySafariCheckable {}
-extension ApplePayPaymentMethodUpdate: ApplePaySafariCheckable {}
+extension ApplePayShippingMethodUpdate: ApplePaySafariCheckable {
+    /// Apple defines no `errors` here.
+    public var sheetErrors: [ApplePayError]? { nil }
+}
+
+extension ApplePayShippingContactUpdate: ApplePaySafariCheckable {
+    /// `errors`.
+    public var sheetErrors: [ApplePayError]? { errors }
+}
+
+extension ApplePayCouponCodeUpdate: ApplePaySafariCheckable {
+    /// `errors`.
+    public var sheetErrors: [ApplePayError]? { errors }
+}
+
+extension ApplePayPaymentMethodUpdate: ApplePaySafariCheckable {
+    /// `errors`.
+    public var sheetErrors: [ApplePayError]? { errors }
+}

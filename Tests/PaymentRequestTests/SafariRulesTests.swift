@@ -93,6 +93,24 @@ import Testing
         #expect(SafariRules.issues(in: request, apiVersion: 16)
             == [RequestIssue(code: "api_version_unsupported", path: "apiVersion", rule: 1)])
     }
+
+    /// WebIDL enumerations ("Type error."), and v2's "\"phoneticName\" is not a valid contact field."
+    @Test func enumerationsAndContactFields() throws {
+        var request = try Fixture.build(Fixture.cart()).paymentRequest
+        request.supportedNetworks = [.visa]
+        request.shippingType = ApplePayShippingType(rawValue: "drone")
+        request.requiredBillingContactFields = [.phoneticName]
+        request.lineItems?[0].type = ApplePayLineItemType(rawValue: "estimated")
+        #expect(SafariRules.issues(in: request, apiVersion: 2) == [
+            RequestIssue(code: "shipping_type_invalid", path: "shippingType", rule: 11),
+            RequestIssue(code: "contact_field_invalid", path: "requiredBillingContactFields[0]", rule: 16),
+            RequestIssue(code: "line_item_type_invalid", path: "lineItems[0].type", rule: 8),
+        ])
+        let update = ApplePayCouponCodeUpdate(newTotal: ApplePayLineItem(label: "Shop", amount: "1.00"),
+                                              errors: [ApplePayError(code: ApplePayErrorCode(rawValue: "couponInvalid"))])
+        #expect(SafariRules.issues(in: update, apiVersion: 14)
+            == [RequestIssue(code: "apple_pay_error_code_invalid", path: "errors[0].code", rule: 35)])
+    }
 }
 
 /// Updates whose recalculated total would pass Safari's cap are refused, at and just past it.
