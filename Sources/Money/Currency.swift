@@ -35,6 +35,15 @@ public struct Currency: Hashable, Sendable, CustomStringConvertible {
         return result
     }
 
+    /// Safari's cap on a payment total in major units: WebKit's `PaymentRequestValidator::validateTotal`
+    /// throws "Total amount is too big." above 100 000 000 (and Apple Pay JS refuses the whole request).
+    public static let acceptedAmountMaxMajorUnits: Int64 = 100_000_000
+
+    /// The largest magnitude of any amount Tender accepts, in this currency's minor units:
+    /// `acceptedAmountMaxMajorUnits` × 10^minorUnits (10^10 for USD, 10^8 for JPY, 10^11 for KWD).
+    /// Even a hundred such amounts summed stay far inside `Int64`.
+    public var acceptedAmountMaxMinor: Int64 { Self.acceptedAmountMaxMajorUnits * minorUnitsPerMajor }
+
     /// Looks up an exact uppercase alphabetic code (`"usd"` is refused: ISO codes are case-sensitive here).
     public init(code: String) throws(MoneyError) {
         if let found = CurrencyTable.byCode[code] {

@@ -9,8 +9,10 @@ extension Currency {
     /// and forbidden when it is 0. Leading zeros (`"09.99"`, `"00"`) are refused as `amount_malformed`
     /// because two spellings of one amount would let a replayed or tampered value look different.
     /// A leading `-` is accepted only with `allowNegative` (discount line items), and a signed zero
-    /// (`"-0"`, `"-0.00"`) is always refused. The range is ±`Int64.max` minor units.
-    public func parseAmount(_ text: String, allowNegative: Bool = false) throws(MoneyError) -> Int64 {
+    /// (`"-0"`, `"-0.00"`) is always refused. The range is ±`Int64.max` minor units, or
+    /// ±`magnitudeMaxMinor` when given (`amount_too_large` above it, however many digits follow).
+    public func parseAmount(_ text: String, allowNegative: Bool = false,
+                            magnitudeMaxMinor: Int64? = nil) throws(MoneyError) -> Int64 {
         var bytes = Substring(text).utf8[...]
         guard !bytes.isEmpty else { throw MoneyError(.amountMalformed, detail: "empty") }
         var negative = false
@@ -45,9 +47,15 @@ extension Currency {
             for digit in part {
                 let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
                 let (added, overflowB) = shifted.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
-                if overflowA || overflowB { throw MoneyError(.amountOverflow, detail: "exceeds Int64 minor units") }
+                if overflowA || overflowB {
+                    if let magnitudeMaxMinor { throw MoneyError(.amountTooLarge, detail: "above \(formatAmount(magnitudeMaxMinor))") }
+                    throw MoneyError(.amountOverflow, detail: "exceeds Int64 minor units")
+                }
                 value = added
             }
+        }
+        if let magnitudeMaxMinor, value > magnitudeMaxMinor {
+            throw MoneyError(.amountTooLarge, detail: "above \(formatAmount(magnitudeMaxMinor))")
         }
         if negative {
             if value == 0 { throw MoneyError(.amountNegativeZero, detail: "signed zero") }
@@ -55,6 +63,12 @@ extension Currency {
             return -value
         }
         return value
+    }
+
+    /// Parses an amount Tender accepts from a merchant or a shopper's page: `parseAmount` bounded by
+    /// `acceptedAmountMaxMinor`, so no later sum, balance or refund of accepted amounts can overflow.
+    public func parseAcceptedAmount(_ text: String, allowNegative: Bool = false) throws(MoneyError) -> Int64 {
+        try parseAmount(text, allowNegative: allowNegative, magnitudeMaxMinor: acceptedAmountMaxMinor)
     }
 
     /// Formats minor units with exactly this currency's digits: 500 JPY → `"500"`, 1500 KWD → `"1.500"`,

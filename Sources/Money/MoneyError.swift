@@ -14,6 +14,8 @@ public struct MoneyError: Error, Equatable, Sendable, CustomStringConvertible {
         case amountNegative = "amount_negative"
         /// The value, or the result of arithmetic on it, does not fit in `Int64` minor units.
         case amountOverflow = "amount_overflow"
+        /// Above the ceiling the caller accepts (`Currency.acceptedAmountMaxMinor`): no real payment has it.
+        case amountTooLarge = "amount_too_large"
         /// Not an active ISO 4217 code.
         case currencyUnknown = "currency_unknown"
         /// An ISO 4217 code with no minor units (metals, funds units, test, "no currency"): never payable.

@@ -79,7 +79,8 @@ public struct Cart: Codable, Hashable, Sendable {
     public var multiTokenContexts: [ApplePayPaymentTokenContext]?
     /// `applePayLaterAvailability`.
     public var applePayLaterAvailability: ApplePayLaterAvailability?
-    /// The version the page passes to `new ApplePaySession`; defaults to `CheckoutLimits.apiVersionDefault`.
+    /// The version the page passes to `new ApplePaySession`; when absent, the lowest that shows every
+    /// feature the cart uses (`CheckoutBuilder.lowestAPIVersion`), returned in the session.
     public var apiVersion: Int?
     /// Merchant's own key/value pairs, bounded by `CheckoutLimits`.
     public var metadata: [String: String]?

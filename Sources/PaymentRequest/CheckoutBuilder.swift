@@ -19,7 +19,10 @@ public enum CheckoutBuilder {
     public static func build(cart: Cart, merchant: MerchantProfile, coupon: Coupon?, taxRules: [TaxRule],
                              applicationData: String?, now: Timestamp,
                              limits: CheckoutLimits = .standard) throws(PaymentRequestError) -> PricedCheckout {
-        let apiVersion = cart.apiVersion ?? limits.apiVersionDefault
+        // Amounts above the ceiling first: nothing below may add or compare them.
+        let tooLarge = amountCeilingIssues(cart)
+        guard tooLarge.isEmpty else { throw PaymentRequestError(tooLarge) }
+        let apiVersion = cart.apiVersion ?? lowestAPIVersion(for: cart, merchant: merchant, limits: limits)
         var issues = cartIssues(cart, limits: limits)
         let shell = requestShell(cart: cart, merchant: merchant, apiVersion: apiVersion, applicationData: applicationData)
         let context = ValidationContext(apiVersion: apiVersion, enabledCurrencies: merchant.currencies, now: now,
@@ -47,6 +50,64 @@ public enum CheckoutBuilder {
         }
         selection.shippingMethodIdentifier = offered(cart, for: selection.shippingAddress).first?.identifier
         return try price(inputs: inputs, selection: selection, currency: currency, apiVersion: apiVersion, now: now)
+    }
+
+    // MARK: - The amount ceiling (issue: amounts no real payment has)
+
+    /// Every amount in `cart` whose magnitude is above `Currency.acceptedAmountMaxMinor` (Safari's total
+    /// cap, per currency exponent), as `amount_too_large` naming the field, including amounts beyond
+    /// `Int64`. Malformed amounts are left to the rules. The shell calls this at the edge (400) before
+    /// anything is stored; `build` calls it first too.
+    public static func amountCeilingIssues(_ cart: Cart) -> [RequestIssue] {
+        guard let currency = try? Currency(code: cart.currencyCode) else { return [] }  // rule 3 reports it
+        var out: [RequestIssue] = []
+        func check(_ text: String?, _ path: String) {
+            guard let text else { return }
+            do { _ = try currency.parseAcceptedAmount(text, allowNegative: true) } catch {
+                if error.code == .amountTooLarge { out.append(RequestIssue(code: "amount_too_large", path: path, rule: 0)) }
+            }
+        }
+        func check(item: ApplePayLineItem, _ path: String) {
+            check(item.amount, path + ".amount")
+            check(item.automaticReloadPaymentThresholdAmount, path + ".automaticReloadPaymentThresholdAmount")
+        }
+        for (i, item) in cart.lineItems.enumerated() { check(item: item, "lineItems[\(i)]") }
+        for (i, method) in (cart.shippingMethods ?? []).enumerated() { check(method.amount, "shippingMethods[\(i)].amount") }
+        if let mode = cart.recurringPaymentRequest {
+            check(item: mode.regularBilling, "recurringPaymentRequest.regularBilling")
+            if let trial = mode.trialBilling { check(item: trial, "recurringPaymentRequest.trialBilling") }
+        }
+        if let mode = cart.automaticReloadPaymentRequest {
+            check(item: mode.automaticReloadBilling, "automaticReloadPaymentRequest.automaticReloadBilling")
+        }
+        if let mode = cart.deferredPaymentRequest { check(item: mode.deferredBilling, "deferredPaymentRequest.deferredBilling") }
+        for (i, context) in (cart.multiTokenContexts ?? []).enumerated() {
+            check(context.amount, "multiTokenContexts[\(i)].amount")
+        }
+        return out
+    }
+
+    // MARK: - apiVersion
+
+    /// The lowest Apple Pay JS version that shows every feature `cart` uses, never below
+    /// `limits.apiVersionDefault` (3: Tender answers sheet events with update dictionaries and
+    /// `ApplePayError`s). Features come from `RequestValidator.featureRequirements`, the table the
+    /// validator also enforces, so the version picked always passes it. Networks count only when the
+    /// cart names them: the merchant's defaults are filtered to the version instead (`requestShell`),
+    /// so one new network in a profile does not lock older devices out of every checkout. A goods
+    /// subtotal of zero can make a zero total, which needs 4.
+    public static func lowestAPIVersion(for cart: Cart, merchant: MerchantProfile,
+                                        limits: CheckoutLimits = .standard) -> Int {
+        var shell = requestShell(cart: cart, merchant: merchant, apiVersion: limits.apiVersionMax, applicationData: nil)
+        if cart.supportedNetworks == nil { shell.supportedNetworks = [] }
+        var version = limits.apiVersionDefault
+        for requirement in RequestValidator.featureRequirements(in: shell) {
+            version = max(version, requirement.minimumVersion)
+        }
+        if let currency = try? Currency(code: cart.currencyCode), (try? goodsSubtotal(cart, currency)) == 0 {
+            version = max(version, 4)
+        }
+        return min(version, limits.apiVersionMax)
     }
 
     // MARK: - Cart-only checks (Tender's own, rule 0 unless noted)
@@ -207,6 +268,9 @@ public enum CheckoutBuilder {
                                         shippingLineIndex: shippingLineIndex)
         let issues = RequestValidator.issues(in: request, context: context)
         guard issues.isEmpty else { throw PaymentRequestError(issues) }
+        // Safari's own reading of what is about to be emitted: never hand the page a request it throws on.
+        let refused = SafariRules.issues(in: request, apiVersion: apiVersion)
+        guard refused.isEmpty else { throw PaymentRequestError(refused) }
 
         let lifetime = cart.expiresInSeconds ?? inputs.limits.expiresInSecondsDefault
         return PricedCheckout(

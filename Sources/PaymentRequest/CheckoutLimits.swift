@@ -30,7 +30,8 @@ public struct CheckoutLimits: Codable, Hashable, Sendable {
     public var expiresInSecondsDefault: Int64
     /// Highest Apple Pay JS version Tender knows (reference §1.3: 15 is the last number). Default 15.
     public var apiVersionMax: Int
-    /// Version assumed when the cart gives none: 3, the first with update dictionaries and errors.
+    /// Lowest version Tender picks when the cart gives none (`CheckoutBuilder.lowestAPIVersion` goes
+    /// higher for the features the cart uses): 3, the first with update dictionaries and errors.
     public var apiVersionDefault: Int
 
     /// The documented defaults.

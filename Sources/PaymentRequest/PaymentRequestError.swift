@@ -11,16 +11,22 @@ public struct RequestIssue: Hashable, Sendable, Codable, CustomStringConvertible
     public let path: String
     /// Checklist rule number (§8), or 0 for Tender's own checks.
     public let rule: Int
+    /// For a feature the requested `apiVersion` cannot show: the lowest Apple Pay JS version that can.
+    public let requiredAPIVersion: Int?
 
     /// Creates an issue.
-    public init(code: String, path: String, rule: Int) {
+    public init(code: String, path: String, rule: Int, requiredAPIVersion: Int? = nil) {
         self.code = code
         self.path = path
         self.rule = rule
+        self.requiredAPIVersion = requiredAPIVersion
     }
 
-    /// `code at path (rule N)`.
-    public var description: String { "\(code) at \(path.isEmpty ? "<root>" : path) (rule \(rule))" }
+    /// `code at path (rule N)`, with the version needed when there is one.
+    public var description: String {
+        let needs = requiredAPIVersion.map { ", needs apiVersion \($0)" } ?? ""
+        return "\(code) at \(path.isEmpty ? "<root>" : path) (rule \(rule)\(needs))"
+    }
 }
 
 /// The one error type of the PaymentRequest module: every issue found, most important first.
@@ -41,6 +47,9 @@ public struct PaymentRequestError: Error, Equatable, Sendable, CustomStringConve
 
     /// The first issue's code: the `code` of a problem+json body.
     public var code: String { issues[0].code }
+
+    /// The lowest Apple Pay JS version that would clear every version issue, or nil when none is one.
+    public var requiredAPIVersion: Int? { issues.compactMap(\.requiredAPIVersion).max() }
 
     /// All issues, for logs.
     public var description: String { issues.map(\.description).joined(separator: "; ") }

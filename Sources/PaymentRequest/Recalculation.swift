@@ -19,7 +19,7 @@ extension PricedCheckout {
         let update = ApplePayShippingMethodUpdate(
             newTotal: priced.total, newLineItems: priced.lineItems,
             newShippingMethods: priced.paymentRequest.shippingMethods)
-        return Recalculation(checkout: priced, update: update)
+        return try emitted(priced, update)
     }
 
     /// `onshippingcontactselected`: a redacted contact is enough (rule 33). A missing or unknown country
@@ -48,7 +48,7 @@ extension PricedCheckout {
             newTotal: priced.total, newLineItems: priced.lineItems,
             newShippingMethods: inputs.cart.shippingMethods == nil ? nil : priced.availableShippingMethods,
             errors: errors)
-        return Recalculation(checkout: priced, update: update)
+        return try emitted(priced, update)
     }
 
     /// `oncouponcodechanged`: `coupon` is the shell's lookup of `code` (nil when unknown). Unknown, below
@@ -81,14 +81,24 @@ extension PricedCheckout {
         let update = ApplePayCouponCodeUpdate(
             newTotal: priced.total, newLineItems: priced.lineItems,
             newShippingMethods: priced.paymentRequest.shippingMethods, errors: errors)
-        return Recalculation(checkout: priced, update: update)
+        return try emitted(priced, update)
     }
 
     /// `onpaymentmethodselected`: Tender's prices do not depend on the card, so the answer is the
     /// current total and items (an update without `newTotal` would leave the sheet stuck, §3.2).
-    public func updatingPaymentMethod(_ method: ApplePayPaymentMethod) -> Recalculation<ApplePayPaymentMethodUpdate> {
+    public func updatingPaymentMethod(_ method: ApplePayPaymentMethod) throws(PaymentRequestError) -> Recalculation<ApplePayPaymentMethodUpdate> {
         let update = ApplePayPaymentMethodUpdate(newTotal: total, newLineItems: lineItems, errors: [])
-        return Recalculation(checkout: self, update: update)
+        return try emitted(self, update)
+    }
+
+    /// The last gate before an update leaves Tender (rule 35): Safari's own checks on the dictionary
+    /// (`total_too_large` for a `newTotal` above its cap, …). An update that fails them is an error
+    /// answer, never a dictionary `complete…` would throw on; the session keeps its previous version.
+    func emitted<Update: ApplePaySafariCheckable>(_ priced: PricedCheckout,
+                                                  _ update: Update) throws(PaymentRequestError) -> Recalculation<Update> {
+        let refused = SafariRules.issues(in: update, apiVersion: apiVersion)
+        guard refused.isEmpty else { throw PaymentRequestError(refused) }
+        return Recalculation(checkout: priced, update: update)
     }
 
     /// Re-prices with a new selection; every rule is re-validated (rule 35).

@@ -83,16 +83,19 @@ public enum RequestValidator {
 
     static func currency(of request: ApplePayPaymentRequest) -> Currency? { try? Currency(code: request.currencyCode) }
 
-    /// Parses an amount; a signed zero is reported under rule 9 whatever the calling rule.
+    /// Parses an amount; a signed zero is reported under rule 9 whatever the calling rule. Every amount
+    /// is bounded by `Currency.acceptedAmountMaxMinor` (`amount_too_large`) except, with `bounded: false`,
+    /// the total, whose cap rule 7 reports as `total_too_large`.
     static func amount(_ text: String?, _ request: ApplePayPaymentRequest, path: String, rule: Int,
-                       allowNegative: Bool, into issues: inout [RequestIssue]) -> Int64? {
+                       allowNegative: Bool, bounded: Bool = true, into issues: inout [RequestIssue]) -> Int64? {
         guard let currency = currency(of: request) else { return nil }  // rule 3 reports it
         guard let text else {
             issues.append(issue("amount_missing", path, rule))
             return nil
         }
         do {
-            return try currency.parseAmount(text, allowNegative: allowNegative)
+            return try currency.parseAmount(text, allowNegative: allowNegative,
+                                            magnitudeMaxMinor: bounded ? currency.acceptedAmountMaxMinor : nil)
         } catch {
             issues.append(issue(error.code.rawValue, path, error.code == .amountNegativeZero ? 9 : rule))
             return nil
@@ -141,9 +144,56 @@ public enum RequestValidator {
         if !isHTTPSURL(text, limits: context.limits) { issues.append(issue("url_invalid", path, rule)) }
     }
 
-    static func versionGate(_ minimum: Int, _ path: String, _ rule: Int, _ context: ValidationContext,
-                            into issues: inout [RequestIssue]) {
-        if context.apiVersion < minimum { issues.append(issue("feature_requires_api_version", path, rule)) }
+    /// One member of a request that exists only from some Apple Pay JS version on.
+    public struct FeatureRequirement: Hashable, Sendable {
+        /// Where the feature is used, e.g. `supportsCouponCode`.
+        public let path: String
+        /// The first version that has it.
+        public let minimumVersion: Int
+        /// The checklist rule that gates it.
+        public let rule: Int
+        /// The issue code when the version is too low.
+        public let code: String
+    }
+
+    /// Every version-gated feature `request` uses (reference §1.3, WebKit's PaymentAPIVersion), the one
+    /// table behind both the validator's version issues and the version Tender picks when a cart gives
+    /// none. A zero total (v4, rule 7) depends on pricing and is judged on its own.
+    public static func featureRequirements(in r: ApplePayPaymentRequest) -> [FeatureRequirement] {
+        var out: [FeatureRequirement] = []
+        func add(_ path: String, _ version: Int, _ rule: Int, _ code: String = "feature_requires_api_version") {
+            out.append(FeatureRequirement(path: path, minimumVersion: version, rule: rule, code: code))
+        }
+        for (i, item) in (r.lineItems ?? []).enumerated() where item.paymentTiming != nil {
+            add("lineItems[\(i)].paymentTiming", 12, 1)
+        }
+        if r.shippingContactEditingMode != nil { add("shippingContactEditingMode", 12, 1) }
+        for (i, network) in r.supportedNetworks.enumerated() {
+            if let minimum = network.minimumVersion { add("supportedNetworks[\(i)]", minimum, 5, "unsupported_network_for_version") }
+        }
+        let methods = r.shippingMethods ?? []
+        if let selected = methods.indices.first(where: { methods[$0].selected == true }) {
+            add("shippingMethods[\(selected)].selected", 13, 14)
+        }
+        for (i, method) in methods.enumerated() where method.dateComponentsRange != nil {
+            add("shippingMethods[\(i)].dateComponentsRange", 12, 15)
+        }
+        for (name, fields) in [("requiredShippingContactFields", r.requiredShippingContactFields),
+                               ("requiredBillingContactFields", r.requiredBillingContactFields)] {
+            for (i, field) in (fields ?? []).enumerated() where field == .phoneticName { add("\(name)[\(i)]", 3, 16) }
+        }
+        if r.supportedCountries != nil { add("supportedCountries", 3, 19) }
+        if r.supportsCouponCode != nil { add("supportsCouponCode", 12, 21) }
+        for mode in advancedModes(r) { add(mode, 14, 23) }
+        return out
+    }
+
+    /// The version issues of one rule: each feature of that rule the context's version cannot show,
+    /// naming the version it needs.
+    static func versionIssues(_ r: ApplePayPaymentRequest, _ c: ValidationContext, rule: Int) -> [RequestIssue] {
+        featureRequirements(in: r).filter { $0.rule == rule && $0.minimumVersion > c.apiVersion }.map {
+            RequestIssue(code: $0.code, path: $0.path, rule: rule, requiredAPIVersion: $0.minimumVersion)
+        }
     }
 
     /// Checks a billing line item of an advanced mode (rules 24–26).
@@ -166,10 +216,7 @@ public enum RequestValidator {
         if c.apiVersion < 1 || c.apiVersion > c.limits.apiVersionMax {
             return [issue("api_version_unsupported", "apiVersion", 1)]
         }
-        for (i, item) in (r.lineItems ?? []).enumerated() where item.paymentTiming != nil {
-            versionGate(12, "lineItems[\(i)].paymentTiming", 1, c, into: &out)
-        }
-        if r.shippingContactEditingMode != nil { versionGate(12, "shippingContactEditingMode", 1, c, into: &out) }
+        out += versionIssues(r, c, rule: 1)
         return out
     }
 
@@ -213,14 +260,10 @@ public enum RequestValidator {
         var seen: Set<ApplePayNetwork> = []
         for (i, network) in r.supportedNetworks.enumerated() {
             let path = "supportedNetworks[\(i)]"
-            if let minimum = network.minimumVersion {
-                if minimum > c.apiVersion { out.append(issue("unsupported_network_for_version", path, 5)) }
-            } else {
-                out.append(issue("network_unknown", path, 5))
-            }
+            if network.minimumVersion == nil { out.append(issue("network_unknown", path, 5)) }
             if !seen.insert(network).inserted { out.append(issue("network_duplicate", path, 5)) }
         }
-        return out
+        return out + versionIssues(r, c, rule: 5)
     }
 
     // Rule 6: total label non-empty and bounded; total amount has exactly the currency's digits.
@@ -228,17 +271,21 @@ public enum RequestValidator {
         var out: [RequestIssue] = []
         label(r.total.label, path: "total.label", rule: 6, emptyCode: "total_label_empty", context: c, into: &out)
         if c.checkTotals {
-            _ = amount(r.total.amount, r, path: "total.amount", rule: 6, allowNegative: true, into: &out)
+            _ = amount(r.total.amount, r, path: "total.amount", rule: 6, allowNegative: true, bounded: false, into: &out)
         }
         return out
     }
 
-    // Rule 7: total ≥ 0; > 0 below version 4.
+    // Rule 7: 0 ≤ total ≤ Safari's cap (WebKit validateTotal: "Total amount is too big." above
+    // 100 000 000 major units); > 0 below version 4.
     static func totalSign(_ r: ApplePayPaymentRequest, _ c: ValidationContext) -> [RequestIssue] {
         guard c.checkTotals, let currency = currency(of: r), let text = r.total.amount,
               let total = try? currency.parseAmount(text, allowNegative: true) else { return [] }
         if total < 0 { return [issue("total_negative", "total.amount", 7)] }
-        if total == 0 && c.apiVersion < 4 { return [issue("total_zero_requires_api_version", "total.amount", 7)] }
+        if total > currency.acceptedAmountMaxMinor { return [issue("total_too_large", "total.amount", 7)] }
+        if total == 0 && c.apiVersion < 4 {
+            return [RequestIssue(code: "total_zero_requires_api_version", path: "total.amount", rule: 7, requiredAPIVersion: 4)]
+        }
         return []
     }
 
@@ -336,7 +383,7 @@ public enum RequestValidator {
         if let first = selected.first, first != 0 {
             out.append(issue("shipping_method_selected_not_first", "shippingMethods[\(first)].selected", 14))
         }
-        if !selected.isEmpty { versionGate(13, "shippingMethods[\(selected[0])].selected", 14, c, into: &out) }
+        out += versionIssues(r, c, rule: 14)
         if c.checkTotals, let index = c.shippingLineIndex {
             let items = r.lineItems ?? []
             if index >= items.count || methods.isEmpty || items[index].amount != methods[0].amount {
@@ -352,14 +399,13 @@ public enum RequestValidator {
         for (i, method) in (r.shippingMethods ?? []).enumerated() {
             guard let range = method.dateComponentsRange else { continue }
             let path = "shippingMethods[\(i)].dateComponentsRange"
-            versionGate(12, path, 15, c, into: &out)
             guard let start = sortKey(range.startDateComponents), let end = sortKey(range.endDateComponents) else {
                 out.append(issue("date_components_invalid", path, 15))
                 continue
             }
             if start > end { out.append(issue("date_components_range_inverted", path, 15)) }
         }
-        return out
+        return out + versionIssues(r, c, rule: 15)
     }
 
     /// A comparable key for an absolute date given as components; nil unless years, months and days
@@ -382,10 +428,9 @@ public enum RequestValidator {
                 let path = "\(name)[\(i)]"
                 if !field.isKnown { out.append(issue("contact_field_invalid", path, 16)) }
                 if !seen.insert(field).inserted { out.append(issue("contact_field_duplicate", path, 16)) }
-                if field == .phoneticName { versionGate(3, path, 16, c, into: &out) }
             }
         }
-        return out
+        return out + versionIssues(r, c, rule: 16)
     }
 
     // Rule 17.
@@ -409,8 +454,7 @@ public enum RequestValidator {
     // Rule 19: valid unique alpha-2 codes; version ≥ 3.
     static func supportedCountries(_ r: ApplePayPaymentRequest, _ c: ValidationContext) -> [RequestIssue] {
         guard let countries = r.supportedCountries else { return [] }
-        var out: [RequestIssue] = []
-        versionGate(3, "supportedCountries", 19, c, into: &out)
+        var out = versionIssues(r, c, rule: 19)
         var seen: Set<String> = []
         for (i, code) in countries.enumerated() {
             if (try? Country(code: code)) == nil { out.append(issue("supported_country_unknown", "supportedCountries[\(i)]", 19)) }
@@ -434,8 +478,7 @@ public enum RequestValidator {
 
     // Rule 21: couponCode only with supportsCouponCode, both need version 12.
     static func couponCode(_ r: ApplePayPaymentRequest, _ c: ValidationContext) -> [RequestIssue] {
-        var out: [RequestIssue] = []
-        if r.supportsCouponCode != nil { versionGate(12, "supportsCouponCode", 21, c, into: &out) }
+        var out = versionIssues(r, c, rule: 21)
         if let code = r.couponCode, !code.isEmpty {
             if r.supportsCouponCode != true { out.append(issue("coupon_code_without_support", "couponCode", 21)) }
             if code.count > c.limits.identifierLengthMax { out.append(issue("coupon_code_too_long", "couponCode", 21)) }
@@ -462,9 +505,7 @@ public enum RequestValidator {
 
     // Rule 23: advanced modes need version 14.
     static func advancedModeVersion(_ r: ApplePayPaymentRequest, _ c: ValidationContext) -> [RequestIssue] {
-        var out: [RequestIssue] = []
-        for mode in advancedModes(r) { versionGate(14, mode, 23, c, into: &out) }
-        return out
+        versionIssues(r, c, rule: 23)
     }
 
     // Rule 24.

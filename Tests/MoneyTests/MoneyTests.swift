@@ -110,6 +110,37 @@ import Testing
         }
     }
 
+    /// The accepted-amount ceiling: Safari's 100 000 000 major units in each exponent, at and just past it,
+    /// both signs, and far past Int64 (still `amount_too_large`, never `amount_overflow`).
+    @Test(arguments: [("USD", "100000000.00", "100000000.01", Int64(10_000_000_000)),
+                      ("JPY", "100000000", "100000001", Int64(100_000_000)),
+                      ("KWD", "100000000.000", "100000000.001", Int64(100_000_000_000)),
+                      ("CLF", "100000000.0000", "100000000.0001", Int64(1_000_000_000_000))])
+    func acceptedAmountCeiling(code: String, atCeiling: String, pastCeiling: String, maxMinor: Int64) throws {
+        let currency = try Currency(code: code)
+        #expect(currency.acceptedAmountMaxMinor == maxMinor)
+        #expect(try currency.parseAcceptedAmount(atCeiling) == maxMinor)
+        #expect(try currency.parseAcceptedAmount("-" + atCeiling, allowNegative: true) == -maxMinor)
+        for text in [pastCeiling, "-" + pastCeiling, "92233720368547758.07", "99999999999999999999999"] {
+            let digits = text.firstIndex(of: ".").map { text.distance(from: $0, to: text.endIndex) - 1 } ?? 0
+            guard digits == currency.minorUnits else { continue }  // other exponents fail on their digits first
+            #expect { try currency.parseAcceptedAmount(text, allowNegative: true) } throws: {
+                ($0 as? MoneyError)?.code == .amountTooLarge
+            }
+        }
+        // The plain parser keeps its Int64 range (settlement files, ledgers).
+        #expect(try currency.parseAmount(pastCeiling) == maxMinor + 1)
+    }
+
+    @Test func ceilingBeyondInt64IsTooLargeNotOverflow() {
+        #expect { try Self.usd.parseAcceptedAmount("92233720368547758.08") } throws: {
+            ($0 as? MoneyError)?.code == .amountTooLarge
+        }
+        #expect { try Self.jpy.parseAcceptedAmount("99999999999999999999999") } throws: {
+            ($0 as? MoneyError)?.code == .amountTooLarge
+        }
+    }
+
     @Test func roundTripsAcrossExponents() throws {
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         for _ in 0..<2000 {

@@ -101,14 +101,14 @@ import Testing
             try checkout.selectingShippingMethod("standard", now: Self.later).update.newTotal,
             try checkout.updatingShippingContact(ApplePayPaymentContact(countryCode: "FR"), now: Self.later).update.newTotal,
             try checkout.applyingCouponCode("X", coupon: nil, now: Self.later).update.newTotal,
-            checkout.updatingPaymentMethod(ApplePayPaymentMethod(network: "Visa", type: "debit")).update.newTotal,
+            try checkout.updatingPaymentMethod(ApplePayPaymentMethod(network: "Visa", type: "debit")).update.newTotal,
         ]
         for total in totals {
             #expect(total.label == "Example Store")
             #expect(try Fixture.currency("USD").parseAmount(total.amount ?? "") >= 0)
         }
         // JSON always has newTotal, even for the payment-method answer.
-        let json = try Fixture.json(checkout.updatingPaymentMethod(ApplePayPaymentMethod()).update)
+        let json = try Fixture.json(try checkout.updatingPaymentMethod(ApplePayPaymentMethod()).update)
         #expect(json["newTotal"] != nil)
     }
 

@@ -9,6 +9,8 @@ struct RuleRow: CustomTestStringConvertible, Sendable {
     let rule: Int
     let code: String
     let path: String
+    /// The version a version issue must name (reference §1.3), nil for every other rule.
+    var requiredAPIVersion: Int? = nil
     var coupon: Coupon? = nil
     var limits: CheckoutLimits = .standard
     var merchant: MerchantProfile = Fixture.merchant
@@ -26,7 +28,7 @@ let ruleRows: [RuleRow] = [
     RuleRow(name: "rule01_version_above_15", rule: 1, code: "api_version_unsupported", path: "apiVersion") { $0.apiVersion = 16 },
     RuleRow(name: "rule01_version_zero", rule: 1, code: "api_version_unsupported", path: "apiVersion") { $0.apiVersion = 0 },
     RuleRow(name: "rule01_payment_timing_below_12", rule: 1, code: "feature_requires_api_version",
-            path: "lineItems[0].paymentTiming") {
+            path: "lineItems[0].paymentTiming", requiredAPIVersion: 12) {
         $0.apiVersion = 11; $0.supportsCouponCode = nil; $0.couponCode = nil
         $0.lineItems[0].paymentTiming = .immediate
     },
@@ -47,7 +49,8 @@ let ruleRows: [RuleRow] = [
     RuleRow(name: "rule04_duplicate", rule: 4, code: "merchant_capability_duplicate", path: "merchantCapabilities[1]") {
         $0.merchantCapabilities = [.supports3DS, .supports3DS]
     },
-    RuleRow(name: "rule05_network_too_new", rule: 5, code: "unsupported_network_for_version", path: "supportedNetworks[1]") {
+    RuleRow(name: "rule05_network_too_new", rule: 5, code: "unsupported_network_for_version", path: "supportedNetworks[1]",
+            requiredAPIVersion: 13) {
         $0.apiVersion = 12; $0.supportedNetworks = [.visa, ApplePayNetwork(rawValue: "dankort")]
     },
     RuleRow(name: "rule05_network_wrong_case", rule: 5, code: "network_unknown", path: "supportedNetworks[0]") {
@@ -64,7 +67,16 @@ let ruleRows: [RuleRow] = [
     RuleRow(name: "rule07_total_negative", rule: 7, code: "total_negative", path: "total.amount") {
         $0.lineItems.append(.item("Credit", "-20.00"))
     },
-    RuleRow(name: "rule07_zero_total_below_v4", rule: 7, code: "total_zero_requires_api_version", path: "total.amount") {
+    RuleRow(name: "rule07_total_above_safari_cap", rule: 7, code: "total_too_large", path: "total.amount") {
+        // Each amount is under the ceiling; their sum (with shipping) is above 100 000 000.00.
+        $0.lineItems = [.item("Yacht", "60000000.00"), .item("Harbour", "40000000.00")]
+    },
+    RuleRow(name: "rule07_total_above_safari_cap_jpy", rule: 7, code: "total_too_large", path: "total.amount") {
+        $0.currencyCode = "JPY"; $0.shippingMethods = nil
+        $0.lineItems = [.item("Yacht", "99999999"), .item("Fuel", "2")]
+    },
+    RuleRow(name: "rule07_zero_total_below_v4", rule: 7, code: "total_zero_requires_api_version", path: "total.amount",
+            requiredAPIVersion: 4) {
         $0.apiVersion = 3; $0.supportsCouponCode = nil; $0.couponCode = nil; $0.shippingMethods = nil
         $0.lineItems = [.item("Free sample", "0.00")]
     },
@@ -117,7 +129,7 @@ let ruleRows: [RuleRow] = [
             endDateComponents: ApplePayDateComponents(years: 2026, months: 3, days: 2))
     },
     RuleRow(name: "rule15_below_v12", rule: 15, code: "feature_requires_api_version",
-            path: "shippingMethods[0].dateComponentsRange") {
+            path: "shippingMethods[0].dateComponentsRange", requiredAPIVersion: 12) {
         $0.apiVersion = 11; $0.supportsCouponCode = nil; $0.couponCode = nil
         $0.shippingMethods?[0].dateComponentsRange = ApplePayDateComponentsRange(
             startDateComponents: ApplePayDateComponents(years: 2026, months: 3, days: 1),
@@ -128,7 +140,7 @@ let ruleRows: [RuleRow] = [
         $0.requiredShippingContactFields = [.postalAddress, ApplePayContactField(rawValue: "address")]
     },
     RuleRow(name: "rule16_phonetic_below_v3", rule: 16, code: "feature_requires_api_version",
-            path: "requiredShippingContactFields[0]") {
+            path: "requiredShippingContactFields[0]", requiredAPIVersion: 3) {
         $0.apiVersion = 2; $0.supportsCouponCode = nil; $0.couponCode = nil
         $0.requiredShippingContactFields = [.phoneticName]
     },
@@ -162,13 +174,15 @@ let ruleRows: [RuleRow] = [
             coupon: Coupon(code: "OLD", kind: .percent(basisPoints: 1000), expiresAtUnixSeconds: 1_767_225_600)) {
         $0.couponCode = "OLD"
     },
-    RuleRow(name: "rule21_coupon_below_v12", rule: 21, code: "feature_requires_api_version", path: "supportsCouponCode") {
+    RuleRow(name: "rule21_coupon_below_v12", rule: 21, code: "feature_requires_api_version", path: "supportsCouponCode",
+            requiredAPIVersion: 12) {
         $0.apiVersion = 11
     },
     RuleRow(name: "rule22_two_modes", rule: 22, code: "advanced_mode_multiple", path: "automaticReloadPaymentRequest") {
         $0.recurringPaymentRequest = Fixture.recurring; $0.automaticReloadPaymentRequest = Fixture.reload
     },
-    RuleRow(name: "rule23_mode_below_v14", rule: 23, code: "feature_requires_api_version", path: "recurringPaymentRequest") {
+    RuleRow(name: "rule23_mode_below_v14", rule: 23, code: "feature_requires_api_version", path: "recurringPaymentRequest",
+            requiredAPIVersion: 14) {
         $0.apiVersion = 13; $0.recurringPaymentRequest = Fixture.recurring
     },
     RuleRow(name: "rule24_regular_not_recurring", rule: 24, code: "billing_timing_mismatch",
@@ -235,6 +249,48 @@ let ruleRows: [RuleRow] = [
     },
     RuleRow(name: "rule28_pay_later_unknown", rule: 28, code: "apple_pay_later_availability_invalid",
             path: "applePayLaterAvailability") { $0.applePayLaterAvailability = ApplePayLaterAvailability(rawValue: "never") },
+
+    // The amount ceiling (Tender's own, rule 0): Safari's total cap, per currency exponent, on every amount.
+    RuleRow(name: "ceiling_item_int64_max_usd", rule: 0, code: "amount_too_large", path: "lineItems[0].amount") {
+        $0.lineItems[0].amount = "92233720368547758.07"
+    },
+    RuleRow(name: "ceiling_item_beyond_int64_usd", rule: 0, code: "amount_too_large", path: "lineItems[0].amount") {
+        $0.lineItems[0].amount = "92233720368547758.08"
+    },
+    RuleRow(name: "ceiling_item_just_past_usd", rule: 0, code: "amount_too_large", path: "lineItems[0].amount") {
+        $0.lineItems[0].amount = "100000000.01"
+    },
+    RuleRow(name: "ceiling_discount_just_past_usd", rule: 0, code: "amount_too_large", path: "lineItems[1].amount") {
+        $0.lineItems.append(.item("Credit", "-100000000.01"))
+    },
+    RuleRow(name: "ceiling_item_just_past_jpy", rule: 0, code: "amount_too_large", path: "lineItems[0].amount") {
+        $0.currencyCode = "JPY"; $0.shippingMethods = nil; $0.lineItems[0].amount = "100000001"
+    },
+    RuleRow(name: "ceiling_item_just_past_kwd", rule: 0, code: "amount_too_large", path: "lineItems[0].amount") {
+        $0.currencyCode = "KWD"; $0.shippingMethods = nil; $0.lineItems[0].amount = "100000000.001"
+    },
+    RuleRow(name: "ceiling_shipping_method", rule: 0, code: "amount_too_large", path: "shippingMethods[1].amount") {
+        $0.shippingMethods?[1].amount = "100000000.01"
+    },
+    RuleRow(name: "ceiling_recurring_billing", rule: 0, code: "amount_too_large",
+            path: "recurringPaymentRequest.regularBilling.amount") {
+        var mode = Fixture.recurring; mode.regularBilling.amount = "100000000.01"
+        $0.recurringPaymentRequest = mode
+    },
+    RuleRow(name: "ceiling_reload_threshold", rule: 0, code: "amount_too_large",
+            path: "automaticReloadPaymentRequest.automaticReloadBilling.automaticReloadPaymentThresholdAmount") {
+        var mode = Fixture.reload; mode.automaticReloadBilling.automaticReloadPaymentThresholdAmount = "100000000.01"
+        $0.automaticReloadPaymentRequest = mode
+    },
+    RuleRow(name: "ceiling_deferred_billing", rule: 0, code: "amount_too_large",
+            path: "deferredPaymentRequest.deferredBilling.amount") {
+        var mode = Fixture.deferred; mode.deferredBilling.amount = "92233720368547758.07"
+        $0.deferredPaymentRequest = mode
+    },
+    RuleRow(name: "ceiling_token_context", rule: 0, code: "amount_too_large", path: "multiTokenContexts[1].amount") {
+        var contexts = Fixture.tokenContexts; contexts[1].amount = "100000000.01"
+        $0.multiTokenContexts = contexts
+    },
 ]
 
 @Suite struct RuleTableTests {
@@ -248,7 +304,34 @@ let ruleRows: [RuleRow] = [
         row.mutate(&cart)
         let issues = Fixture.issues(cart, coupon: row.coupon, limits: row.limits, merchant: row.merchant,
                                     applicationData: row.applicationData)
-        #expect(issues.contains(RequestIssue(code: row.code, path: row.path, rule: row.rule)), "got \(issues)")
+        #expect(issues.contains(RequestIssue(code: row.code, path: row.path, rule: row.rule,
+                                             requiredAPIVersion: row.requiredAPIVersion)), "got \(issues)")
+    }
+
+    /// The ceiling refuses before any rule runs: only the amounts above it are reported, so a sum or a
+    /// comparison of them never happens.
+    @Test func ceilingIssuesComeAlone() {
+        var cart = Fixture.cart()
+        cart.lineItems = [.item("A", "92233720368547758.07"), .item("B", "92233720368547758.07"), .item("C", "9.9")]
+        #expect(Fixture.issues(cart) == [RequestIssue(code: "amount_too_large", path: "lineItems[0].amount", rule: 0),
+                                         RequestIssue(code: "amount_too_large", path: "lineItems[1].amount", rule: 0)])
+    }
+
+    /// At and just past the cap, per exponent: 100 000 000 major units is the most Safari shows.
+    @Test(arguments: [("USD", "100000000.00", "100000000.01"), ("JPY", "100000000", "100000001"),
+                      ("KWD", "100000000.000", "100000000.001"), ("EUR", "100000000.00", "100000000.01")])
+    func totalCapBoundary(currency: String, atCap: String, pastCap: String) throws {
+        var cart = Fixture.cart(currency: currency)
+        cart.shippingMethods = nil
+        cart.lineItems = [.item("Everything", atCap)]
+        let priced = try Fixture.build(cart)
+        #expect(priced.total.amount == atCap)
+        cart.lineItems = [.item("Everything", pastCap)]
+        #expect(Fixture.issues(cart) == [RequestIssue(code: "amount_too_large", path: "lineItems[0].amount", rule: 0)])
+        // Two amounts each at most the cap whose sum is just past it: the total rule refuses it.
+        let unit = Fixture.currency(currency)
+        cart.lineItems = [.item("Most", atCap), .item("One more", unit.formatAmount(1))]
+        #expect(Fixture.issues(cart).contains(RequestIssue(code: "total_too_large", path: "total.amount", rule: 7)))
     }
 
     @Test func everyRequestRuleHasARow() {

@@ -15,6 +15,9 @@ struct SessionView: Encodable {
     let expiresAt: String
     let totalMinor: Int64
     let currencyCode: String
+    /// The version to pass to `new ApplePaySession(apiVersion, paymentRequest)`: the cart's, or the
+    /// lowest that shows every feature it uses.
+    let apiVersion: Int
     let paymentRequest: ApplePayPaymentRequest
 }
 
@@ -65,6 +68,9 @@ extension TenderApp {
     func createCheckoutSession(_ request: HTTPRequest, merchant: Merchant) throws -> HTTPResponse {
         let key = try Idempotency.key(request)
         let cart = try StrictBody<Cart>.decode(request.body)
+        // Amounts no real payment has are refused at the edge, before anything is looked up or stored.
+        let tooLarge = CheckoutBuilder.amountCeilingIssues(cart)
+        guard tooLarge.isEmpty else { throw CheckoutProblems.badRequest(PaymentRequestError(tooLarge)) }
         let profile = try merchant.profile()
         let now = Clock.now()
         return try Idempotency.singlePhase(pool: pool, merchantId: merchant.merchantId, key: key, request: request) { conn in
@@ -89,7 +95,8 @@ extension TenderApp {
                 metadataJSON: try Self.jsonText(priced.metadata), checkoutJSON: try Self.jsonText(priced)), on: conn)
             return .json(SessionView(id: sessionId, status: "open", version: 1, clientSecret: clientSecret,
                                      expiresAt: priced.expiresAt.rfc3339, totalMinor: priced.totalMinor,
-                                     currencyCode: priced.currency.code, paymentRequest: priced.paymentRequest),
+                                     currencyCode: priced.currency.code, apiVersion: priced.apiVersion,
+                                     paymentRequest: priced.paymentRequest),
                          status: 201)
         }
     }
@@ -110,7 +117,7 @@ extension TenderApp {
         var response = HTTPResponse.json(SessionView(
             id: snapshot.sessionId, status: status, version: snapshot.version, clientSecret: nil,
             expiresAt: Timestamp(millisecondsSinceEpoch: snapshot.expiresAtMilliseconds).rfc3339,
-            totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode,
+            totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode, apiVersion: checkout.apiVersion,
             paymentRequest: checkout.paymentRequest))
         response.headers.replaceOrAdd("Cache-Control", "no-store")
         return response
@@ -197,7 +204,7 @@ extension TenderApp {
                 let r = try checkout.applyingCouponCode(code, coupon: coupon, now: now)
                 return (r.checkout, try Self.jsonBytes(r.update))
             case .paymentMethod(let method):
-                let r = checkout.updatingPaymentMethod(method)
+                let r = try checkout.updatingPaymentMethod(method)
                 return (r.checkout, try Self.jsonBytes(r.update))
             }
         } catch let error as PaymentRequestError {

@@ -104,16 +104,27 @@ enum CheckoutProblems {
                     errors: fieldErrors(error))
     }
 
-    /// Rule violations of a well-formed request: 422 naming every issue.
+    /// Rule violations of a well-formed request: 422 naming every issue; when a feature needs a newer
+    /// Apple Pay JS version, `requiredApiVersion` names the lowest one that clears them all.
     static func unprocessable(_ error: PaymentRequestError) -> HTTPProblem {
-        HTTPProblem(status: 422, code: error.code, title: "Request not acceptable",
-                    detail: "The request breaks one or more Apple Pay request rules.", errors: fieldErrors(error))
+        var extra: [String: JSONValue] = [:]
+        if let version = error.requiredAPIVersion { extra["requiredApiVersion"] = .number(String(version)) }
+        return HTTPProblem(status: 422, code: error.code, title: "Request not acceptable",
+                           detail: "The request breaks one or more Apple Pay request rules.", errors: fieldErrors(error),
+                           extra: extra)
     }
 
     static func fieldErrors(_ error: PaymentRequestError) -> [HTTPProblem.FieldError] {
         error.issues.map {
-            HTTPProblem.FieldError(field: $0.path, code: $0.code,
-                                   message: $0.rule > 0 ? "Breaks Apple Pay request rule \($0.rule)." : "Invalid value.")
+            let message: String
+            if let version = $0.requiredAPIVersion {
+                message = "Needs apiVersion \(version) or later (Apple Pay request rule \($0.rule))."
+            } else if $0.code == "amount_too_large" || $0.code == "total_too_large" {
+                message = "Above 100000000 in major units, the most Apple Pay accepts."
+            } else {
+                message = $0.rule > 0 ? "Breaks Apple Pay request rule \($0.rule)." : "Invalid value."
+            }
+            return HTTPProblem.FieldError(field: $0.path, code: $0.code, message: message)
         }
     }
 

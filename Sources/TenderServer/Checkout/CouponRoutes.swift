@@ -169,7 +169,7 @@ extension TenderApp {
                 errors.add("currency_required", "currencyCode", "amountOff needs currencyCode.")
             } else if let currency {
                 do {
-                    let minor = try currency.parseAmount(amount)
+                    let minor = try currency.parseAcceptedAmount(amount)
                     if minor > 0 { kind = .fixed(amountMinor: minor) } else {
                         errors.add("amount_off_invalid", "amountOff", "amountOff must be above zero.")
                     }
@@ -189,7 +189,7 @@ extension TenderApp {
             if input.currencyCode == nil {
                 errors.add("currency_required", "currencyCode", "minimumSubtotal needs currencyCode.")
             } else if let currency {
-                do { minimum = try currency.parseAmount(text) } catch {
+                do { minimum = try currency.parseAcceptedAmount(text) } catch {
                     errors.add(error.code.rawValue, "minimumSubtotal", "A decimal string with exactly the currency's digits.")
                 }
             }

@@ -107,8 +107,10 @@ extension PaymentsService {
                 }
                 let currency = try Currency(code: payment.currencyCode)
                 let amountMinor: Int64
-                do { amountMinor = try currency.parseAmount(amountText) } catch let error as MoneyError {
-                    throw HTTPProblem(status: 400, code: "amount_invalid", title: "Invalid amount",
+                // Bounded like every accepted amount: no refund sum can overflow the finance balances.
+                do { amountMinor = try currency.parseAcceptedAmount(amountText) } catch let error as MoneyError {
+                    throw HTTPProblem(status: 400, code: error.code == .amountTooLarge ? "amount_too_large" : "amount_invalid",
+                                      title: "Invalid amount",
                                       detail: "amount must be a decimal string with exactly the currency's minor digits.",
                                       errors: [.init(field: "amount", code: error.code.rawValue, message: "Invalid amount.")])
                 }

@@ -11,7 +11,8 @@ struct CheckoutSessionTests {
         defer { f.stop() }
         let session = try f.createSession(usdCart(["metadata": ["orderId": "8841"]]))
         #expect(Set(session.keys) == ["id", "status", "version", "clientSecret", "expiresAt", "totalMinor",
-                                      "currencyCode", "paymentRequest"])
+                                      "currencyCode", "apiVersion", "paymentRequest"])
+        #expect(session["apiVersion"] as? Int == 14)  // the cart's own
         let id = try #require(session["id"] as? String)
         #expect(id.range(of: "^cs_[a-z0-9]{24}$", options: .regularExpression) != nil)
         #expect(session["status"] as? String == "open")

@@ -50,6 +50,11 @@ struct CouponTaxTests {
             (["code": "A", "amountOff": "5.0", "currencyCode": "USD"], 422, "amount_wrong_decimals"),
             (["code": "A", "amountOff": "500.5", "currencyCode": "JPY"], 422, "amount_wrong_decimals"),
             (["code": "A", "amountOff": "0.00", "currencyCode": "USD"], 422, "amount_off_invalid"),
+            (["code": "A", "amountOff": "92233720368547758.07", "currencyCode": "USD"], 422, "amount_too_large"),
+            (["code": "A", "amountOff": "100000000.01", "currencyCode": "USD"], 422, "amount_too_large"),
+            (["code": "A", "amountOff": "100000001", "currencyCode": "JPY"], 422, "amount_too_large"),
+            (["code": "A", "percentOff": "10", "minimumSubtotal": "100000000.001", "currencyCode": "KWD"], 422,
+             "amount_too_large"),
             (["code": "A", "amountOff": "5.00", "currencyCode": "EUR"], 422, "currency_not_enabled"),
             (["code": "A", "amountOff": "5.00", "currencyCode": "ZZZ"], 422, "currency_unknown"),
             (["code": "A", "percentOff": "10", "expiresAt": "tomorrow"], 422, "expires_at_invalid"),
@@ -62,6 +67,9 @@ struct CouponTaxTests {
             #expect(response.status == status, "\(body)")
             #expect(try response.json()["code"] as? String == code, "\(body): \(response.text)")
         }
+        // At the amount ceiling is accepted.
+        #expect(try f.call("POST", "/v1/coupons", ["code": "MAXOFF", "amountOff": "100000000.00", "currencyCode": "USD"])
+            .status == 201)
         // The boundary: 64 characters is accepted.
         #expect(try f.call("POST", "/v1/coupons", ["code": String(repeating: "A", count: 64), "percentOff": "100"]).status == 201)
         let several = try f.call("POST", "/v1/coupons", ["code": "", "percentOff": "0"])

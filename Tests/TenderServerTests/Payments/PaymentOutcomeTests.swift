@@ -212,6 +212,12 @@ struct PaymentOutcomeTests {
         let badAmount = try h.refund(id, amount: "1.0", key: "rf-bad")
         #expect(badAmount.status == 400)
         #expect(badAmount.code == "amount_invalid")
+        // Above Safari's cap (Int64.max minor units here): refused at the edge, before any sum with it.
+        for huge in ["92233720368547758.07", "100000000.01"] {
+            let tooLarge = try h.refund(id, amount: huge, key: "rf-huge-\(huge)")
+            #expect(tooLarge.status == 400)
+            #expect(tooLarge.code == "amount_too_large")
+        }
         let unknown = try RawHTTPClient(port: h.port).request(
             "POST", "/v1/payments/\(id)/refunds",
             headers: [("Authorization", "Bearer \(h.apiKey)"), ("Idempotency-Key", "rf-x")],
