@@ -360,3 +360,72 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
                 == "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 003\r\n\r\nabc")
     }
 }
+
+/// Seeded random messages, valid and hostile, checked for the framer's two promises: the bytes' arrival
+/// pattern never changes the outcome, and what it forwards frames to itself (MHD reads what the framer read).
+@Suite struct RequestFramerPropertyTests {
+    /// SplitMix64: deterministic, so a failure is reproducible from its seed.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let pieces: [String] = [
+        "GET /a HTTP/1.1\r\n", "POST /b HTTP/1.1\r\n", "GET /c HTTP/1.0\r\n", "Host: t\r\n", "Host: u\r\n",
+        "Content-Length: 3\r\n", "Content-Length: 0\r\n", "Content-Length : 3\r\n", "Content-Length: +3\r\n",
+        "Transfer-Encoding: chunked\r\n", "Transfer-Encoding: chunked \r\n", "Transfer-Encoding: gzip\r\n",
+        " folded\r\n", "X-A: b\r\n", "X-A:\tb \r\n", "X-N: a\u{0}b\r\n", "X-R: a\rb\r\n", "X-L: a\nb\r\n",
+        "Expect: 100-continue\r\n", "Expect: nope\r\n", "\r\n", "abc", "3\r\nabc\r\n", "0\r\n\r\n", "3;x=y\r\nabc\r\n",
+        "zz\r\n", "\r\n\r\n", "GET  /d HTTP/1.1\r\n", "GET /e HTTP/2.0\r\n",
+    ]
+
+    static func frame(_ bytes: [UInt8], cuts: [Int]) -> (output: [UInt8], forwarded: Int, refusal: RequestFramer.Refusal?) {
+        var framer = RequestFramer(limits: RequestFramerTests.limits)
+        var output: [UInt8] = []
+        var start = 0
+        for end in cuts + [bytes.count] where end >= start {
+            let refused: RequestFramer.Refusal? = bytes[start..<end].withUnsafeBytes { raw in
+                do throws(RequestFramer.Refusal) {
+                    try framer.consume(raw, into: &output)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let refused { return (output, framer.requestsForwarded, refused) }
+            start = end
+        }
+        return (output, framer.requestsForwarded, nil)
+    }
+
+    @Test func arrivalPatternNeverChangesTheOutcomeAndOutputFramesToItself() {
+        var generator = Generator(state: 0x7E4D_E12E)
+        var refusedCount = 0
+        var forwardedCount = 0
+        for _ in 0..<3_000 {
+            let count = Int.random(in: 1...9, using: &generator)
+            let message = Array((0..<count).map { _ in Self.pieces.randomElement(using: &generator)! }.joined().utf8)
+            let whole = Self.frame(message, cuts: [])
+            let cuts = (0..<Int.random(in: 1...4, using: &generator)).map { _ in Int.random(in: 0...message.count, using: &generator) }.sorted()
+            let split = Self.frame(message, cuts: cuts)
+            #expect(split.output == whole.output, "\(String(decoding: message, as: UTF8.self).debugDescription)")
+            #expect(split.refusal == whole.refusal)
+            // The forwarded bytes, framed again, are themselves and hold as many requests.
+            let again = Self.frame(whole.output, cuts: [])
+            #expect(again.output == whole.output, "\(String(decoding: message, as: UTF8.self).debugDescription)")
+            #expect(again.refusal == nil)
+            #expect(again.forwarded == whole.forwarded)
+            refusedCount += whole.refusal == nil ? 0 : 1
+            forwardedCount += whole.forwarded
+        }
+        // The generator reaches both outcomes often, or the test proves little.
+        #expect(refusedCount > 500)
+        #expect(forwardedCount > 500)
+    }
+}
