@@ -376,14 +376,31 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
         }
     }
 
-    static let pieces: [String] = [
-        "GET /a HTTP/1.1\r\n", "POST /b HTTP/1.1\r\n", "GET /c HTTP/1.0\r\n", "Host: t\r\n", "Host: u\r\n",
-        "Content-Length: 3\r\n", "Content-Length: 0\r\n", "Content-Length : 3\r\n", "Content-Length: +3\r\n",
-        "Transfer-Encoding: chunked\r\n", "Transfer-Encoding: chunked \r\n", "Transfer-Encoding: gzip\r\n",
-        " folded\r\n", "X-A: b\r\n", "X-A:\tb \r\n", "X-N: a\u{0}b\r\n", "X-R: a\rb\r\n", "X-L: a\nb\r\n",
-        "Expect: 100-continue\r\n", "Expect: nope\r\n", "\r\n", "abc", "3\r\nabc\r\n", "0\r\n\r\n", "3;x=y\r\nabc\r\n",
-        "zz\r\n", "\r\n\r\n", "GET  /d HTTP/1.1\r\n", "GET /e HTTP/2.0\r\n",
+    static let hostile: [String] = [
+        "Content-Length : 3\r\n", "Content-Length: +3\r\n", "Transfer-Encoding: gzip\r\n", " folded\r\n",
+        "X-N: a\u{0}b\r\n", "X-R: a\rb\r\n", "X-L: a\nb\r\n", "Expect: nope\r\n", "zz\r\n", "GET  /d HTTP/1.1\r\n",
+        "GET /e HTTP/2.0\r\n", "Host: u\r\n", "Content-Length: 3\r\n", "Transfer-Encoding: chunked\r\n", "abc",
     ]
+    static let fields = ["X-A: b\r\n", "X-A:\tb \r\n", "Accept: */*\r\n", "Expect: 100-continue\r\n", "X-E:\r\n"]
+
+    /// One request: mostly well-formed, with a body that matches its framing.
+    static func request(_ generator: inout Generator) -> [String] {
+        var parts = [["GET /a HTTP/1.1\r\n", "POST /b?q=1 HTTP/1.1\r\n", "PUT /c HTTP/1.0\r\n"].randomElement(using: &generator)!]
+        if !parts[0].hasSuffix("1.0\r\n") || Bool.random(using: &generator) { parts.append("Host: t\r\n") }
+        for _ in 0..<Int.random(in: 0...3, using: &generator) { parts.append(fields.randomElement(using: &generator)!) }
+        let isHTTP11 = parts[0].hasSuffix("1.1\r\n")
+        switch Int.random(in: 0...2, using: &generator) {
+        case 1:
+            parts += ["Content-Length: 5\r\n", "\r\n", "hello"]
+        case 2 where isHTTP11:
+            parts += [["Transfer-Encoding: chunked\r\n", "Transfer-Encoding: Chunked \r\n"].randomElement(using: &generator)!, "\r\n",
+                      ["3\r\nabc\r\n", "3;x=y\r\nabc\r\n", "A\r\n0123456789\r\n"].randomElement(using: &generator)!,
+                      ["0\r\n\r\n", "0\r\nX-T: 1\r\n\r\n"].randomElement(using: &generator)!]
+        default:
+            parts.append("\r\n")
+        }
+        return parts
+    }
 
     static func frame(_ bytes: [UInt8], cuts: [Int]) -> (output: [UInt8], forwarded: Int, refusal: RequestFramer.Refusal?) {
         var framer = RequestFramer(limits: RequestFramerTests.limits)
@@ -409,8 +426,11 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
         var refusedCount = 0
         var forwardedCount = 0
         for _ in 0..<3_000 {
-            let count = Int.random(in: 1...9, using: &generator)
-            let message = Array((0..<count).map { _ in Self.pieces.randomElement(using: &generator)! }.joined().utf8)
+            var parts = (0..<Int.random(in: 1...3, using: &generator)).flatMap { _ in Self.request(&generator) }
+            if Int.random(in: 0..<3, using: &generator) == 0 {
+                parts.insert(Self.hostile.randomElement(using: &generator)!, at: Int.random(in: 0...parts.count, using: &generator))
+            }
+            let message = Array(parts.joined().utf8)
             let whole = Self.frame(message, cuts: [])
             let cuts = (0..<Int.random(in: 1...4, using: &generator)).map { _ in Int.random(in: 0...message.count, using: &generator) }.sorted()
             let split = Self.frame(message, cuts: cuts)
