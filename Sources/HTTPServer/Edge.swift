@@ -268,7 +268,13 @@ final class EdgeLoop: @unchecked Sendable {
         var length = socklen_t(0)
         for _ in 0..<64 {
             let client = tender_edge_accept(listener, &peer, &length)
-            guard client >= 0 else { return }
+            guard client >= 0 else {
+                let code = tender_errno()
+                // Out of descriptors (EMFILE/ENFILE) or memory: the listener stays readable, so pause briefly
+                // instead of spinning; waiting connections stay in the backlog.
+                if tender_errno_would_block(code) == 0 && code != EINTR && code != ECONNABORTED { usleep(10_000) }
+                return
+            }
             var text = [CChar](repeating: 0, count: 64)
             let address = tender_edge_peer_text(&peer, &text, socklen_t(text.count)) == 0
                 ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
