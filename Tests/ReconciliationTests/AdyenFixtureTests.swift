@@ -97,15 +97,15 @@ import Reconciliation
     /// What Tender recorded for the sample's payments and refunds.
     static let created = Date(timeIntervalSince1970: 1_793_000_000)
     static let payments = [
-        RecordedPayment(paymentId: "pay_adyen_1", amountMinor: 5_200, currencyCode: "USD", status: .pending, createdAt: created),
-        RecordedPayment(paymentId: "pay_adyen_2", amountMinor: 2_000, currencyCode: "USD", status: .pending, createdAt: created),
-        RecordedPayment(paymentId: "pay_adyen_3", amountMinor: 50, currencyCode: "EUR", status: .pending, createdAt: created),
-        RecordedPayment(paymentId: "pay_adyen_7", amountMinor: 999, currencyCode: "USD", status: .pending, createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000001", amountMinor: 5_200, currencyCode: "USD", status: .pending, createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000002", amountMinor: 2_000, currencyCode: "USD", status: .pending, createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000003", amountMinor: 50, currencyCode: "EUR", status: .pending, createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000007", amountMinor: 999, currencyCode: "USD", status: .pending, createdAt: created),
     ]
     static let refunds = [
-        RecordedRefund(refundId: "ref_adyen_1", paymentId: "pay_adyen_1", amountMinor: 1_000, currencyCode: "USD",
+        RecordedRefund(refundId: "re_adyensample0000000000001", paymentId: "pay_adyensample0000000000001", amountMinor: 1_000, currencyCode: "USD",
                        status: .pending, createdAt: created),
-        RecordedRefund(refundId: "ref_adyen_2", paymentId: "pay_adyen_2", amountMinor: 500, currencyCode: "USD",
+        RecordedRefund(refundId: "re_adyensample0000000000002", paymentId: "pay_adyensample0000000000002", amountMinor: 500, currencyCode: "USD",
                        status: .pending, createdAt: created),
     ]
 
@@ -117,7 +117,7 @@ import Reconciliation
         lines.first { line in
             line.journalType == AdyenJournalType.lookup(expected.written)?.name ?? expected.written
                 && (expected.reference == nil || line.processorReference == expected.reference)
-                && (expected.written != "settled" || line.paymentId == "pay_adyen_7")
+                && (expected.written != "settled" || line.paymentId == "pay_adyensample0000000000007")
         }
     }
 

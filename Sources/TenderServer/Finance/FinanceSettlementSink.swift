@@ -89,8 +89,10 @@ struct FinanceSettlementSink: SettlementEffectSink {
             guard let refundId = effect.refundId else { return nil }
             return .refundBooked(refundID: refundId, at: at)
         case .refundReversal:
-            guard let refundId = effect.refundId else { return nil }
-            return .refundRejected(refundID: refundId, at: at)
+            // The refund came back (Adyen RefundedReversed): money in. The refund itself stays booked
+            // (booked is final), so the returned money is its own credit.
+            return .adjustment(adjustmentID: id, direction: .credit, money: money,
+                               note: Self.note("refund reversed " + effect.originalDescription), at: at)
         case .fee:
             // A cost given back (Adyen PaymentCost or MiscCosts as a credit) is money in.
             guard !credit else {
