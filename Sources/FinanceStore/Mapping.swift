@@ -168,6 +168,8 @@ public enum FinanceMapping {
     /// | payout | transit, then bank | psp, then transit | psp debit booked transfer; bank credit pending deposit |
     /// | fee invoiced | fees | fees-payable | liability debit (owing more) | booked | fee |
     /// | fee invoice settled | fees-payable | psp | liability credit + psp debit | booked | fee |
+    /// | reversal of a booked posting | its credits | its debits | the opposite indicator | booked | the same |
+    /// | reversal of a pending one | — | — | the posting becomes rejected | rejected | — |
     public static func effect(of event: BusinessEvent, context: FinanceContext) throws(FinanceError) -> LedgerEffect {
         let limits = context.limits
         switch event {

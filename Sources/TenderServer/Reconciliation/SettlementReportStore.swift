@@ -345,7 +345,7 @@ struct SettlementReportStore: Sendable {
             let claim: Claim
             if let old = stored[effect.key] {
                 let subject = Self.subject(of: effect)
-                let sameContent = old.kind == effect.kind.rawValue && old.amount == Int64(clamping: effect.amountMinor)
+                let sameContent = old.kind == effect.kind.rawValue && old.amount == effect.amountMinor
                     && old.currency == effect.currencyCode && old.indicator == effect.creditDebitIndicator
                     && old.subject == subject
                 if old.reversed {
