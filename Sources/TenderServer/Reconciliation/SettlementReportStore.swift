@@ -36,6 +36,12 @@ struct SettlementImport: Sendable {
 /// flag in the transaction that applies it: exactly once, resumable after a crash (the next import of
 /// the merchant, `tender serve` at start and a replayed import finish what is pending), and never
 /// holding the finance balances' row locks (which live payments need) for longer than one chunk.
+/// Its last transaction (`finish`, flag `finish_pending`) reverses what the batches the report
+/// supersedes booked for lines it no longer has, and confirms earlier payouts.
+///
+/// Superseding replaces: effect keys come from the line's identity, not its amounts, so a corrected
+/// line of a new revision is a recorded key with other content; its earlier postings are reversed and
+/// it is booked again at the next version, in the chunk's transaction (migrations/0011).
 ///
 /// Imports of one merchant are serialised by a transaction-level advisory lock that both phases take,
 /// and phase 1 only starts once no effect of an earlier report is pending, so the ledger it matches
