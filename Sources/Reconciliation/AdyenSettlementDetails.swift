@@ -29,9 +29,11 @@ public enum AdyenJournalType {
         "SettleCost": .fee,
         // Money to or back from the merchant's bank.
         "MerchantPayout": .payout,
-        "PaidOut": .payout,
-        "PaidOutReversed": .payout,
         "BankInstructionReturned": .payout,
+        // Payouts to a third party's card or account (Adyen Payouts) and their reversals: money leaves or
+        // comes back to the balance, but never reaches the merchant's bank.
+        "PaidOut": .adjustment,
+        "PaidOutReversed": .adjustment,
         // Balance movements that are neither sales nor costs nor payouts to the bank.
         "DepositCorrection": .adjustment,
         "InvoiceDeduction": .adjustment,

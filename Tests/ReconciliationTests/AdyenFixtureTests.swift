@@ -84,10 +84,11 @@ import Reconciliation
               grossMinor: 300, netMinor: 300, feeMinor: 0, category: .adjustment),
         .init(written: "BankInstructionReturned", reference: nil, type: .payout, currency: "USD",
               grossMinor: 2_500, netMinor: 2_500, feeMinor: 0, category: .payout),
-        .init(written: "PaidOut", reference: nil, type: .payout, currency: "USD",
-              grossMinor: -800, netMinor: -800, feeMinor: 0, category: .payout),
-        .init(written: "PaidOutReversed", reference: nil, type: .payout, currency: "USD",
-              grossMinor: 800, netMinor: 800, feeMinor: 0, category: .payout),
+        // A payout to a shopper's card is not money to the merchant's bank.
+        .init(written: "PaidOut", reference: nil, type: .adjustment, currency: "USD",
+              grossMinor: -800, netMinor: -800, feeMinor: 0, category: .adjustment),
+        .init(written: "PaidOutReversed", reference: nil, type: .adjustment, currency: "USD",
+              grossMinor: 800, netMinor: 800, feeMinor: 0, category: .adjustment),
         .init(written: "MerchantPayout", reference: nil, type: .payout, currency: "USD",
               grossMinor: -8_908, netMinor: -8_908, feeMinor: 0, category: .payout),
         .init(written: "SomethingNewFromAdyen", reference: nil, type: .unknown, currency: "USD",
@@ -192,10 +193,10 @@ import Reconciliation
             let batch = try #require(report.batches.first)
             #expect(batch.batchId == "TenderShopUS:57")
             #expect(batch.currencyCode == "USD")
-            // Σ net of the 27 rows that are not payouts, added up by hand from the file.
+            // Σ net of the 29 rows that are not payouts to the merchant's bank, added up by hand from the file.
             #expect(batch.linesNetMinor == 6_408)
-            // MerchantPayout 89.08 and PaidOut 8.00 out, BankInstructionReturned 25.00 and PaidOutReversed 8.00 back.
-            #expect(batch.payoutMinor == 8_908 + 800 - 2_500 - 800)
+            // MerchantPayout 89.08 out, BankInstructionReturned 25.00 back.
+            #expect(batch.payoutMinor == 8_908 - 2_500)
             #expect(batch.balanced)
         }
     }
