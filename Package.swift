@@ -54,7 +54,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"]),
         .testTarget(name: "FinanceStoreTests", dependencies: ["FinanceStore", "Money"]),
-        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Money"]),
+        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Money"], resources: [.copy("Vectors")]),
         .testTarget(name: "PaymentsTests", dependencies: ["Payments", "Money"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "TenderServerTests",

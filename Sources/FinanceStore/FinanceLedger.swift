@@ -29,7 +29,11 @@ public struct FinanceLedger: Sendable {
 
     /// Applies one event and returns the entity changes to log; a replay returns `[]`.
     public mutating func apply(_ event: BusinessEvent) throws(FinanceError) -> [FinanceChange] {
-        switch try FinanceMapping.effect(of: event, context: context) {
+        try apply(effect: FinanceMapping.effect(of: event, context: context))
+    }
+
+    private mutating func apply(effect: LedgerEffect) throws(FinanceError) -> [FinanceChange] {
+        switch effect {
         case .none:
             return []
         case .insert(let newPostings):
@@ -63,6 +67,13 @@ public struct FinanceLedger: Sendable {
             guard let next = try existing.transitioned(to: status, at: at) else { return [] }
             postings[key] = next
             return next.transactions(context: context).map(FinanceChange.transactionUpdated)
+        case let .reverse(key, reversalKey, at):
+            guard let existing = postings[key] else { throw FinanceError(.postingNotFound, detail: key) }
+            switch existing.status {
+            case .booked: return try apply(effect: .insert([existing.reversed(key: reversalKey, at: at)]))
+            case .authorized, .pending: return try apply(effect: .transition(postingKey: key, status: .rejected, at: at))
+            case .rejected, .memo: return []
+            }
         }
     }
 

@@ -167,6 +167,16 @@ public struct Posting: Hashable, Sendable {
         return next
     }
 
+    /// The booked posting that takes this one back: every leg on the other side, same type, dated `at`.
+    public func reversed(key reversalKey: String, at: FinanceTimestamp) throws(FinanceError) -> Posting {
+        try Posting(key: reversalKey,
+                    entries: entries.map { LedgerEntry(account: $0.account, side: $0.side == .debit ? .credit : .debit,
+                                                       amountMinor: $0.amountMinor) },
+                    transactionType: transactionType, transactionDate: at, status: .booked,
+                    transactionDescription: "Reversal of: \(transactionDescription)",
+                    originalTransactionDescription: "reversal \(self.key)")
+    }
+
     /// True when `other` is this posting re-derived from the same event (status may have advanced since).
     public func isReplay(of other: Posting) -> Bool {
         key == other.key && entries == other.entries && transactionType == other.transactionType

@@ -71,6 +71,10 @@ public enum BusinessEvent: Hashable, Sendable {
     case payout(payoutID: String, bankReference: String, money: EventMoney, at: FinanceTimestamp)
     /// The bank statement shows the payout: the deposit becomes booked.
     case payoutArrived(payoutID: String, at: FinanceTimestamp)
+    /// A correction takes back an earlier event: a booked posting is mirrored by a booked posting with
+    /// every leg on the other side; one still authorized or pending becomes rejected (it never moved
+    /// money); a rejected one stays as it is.
+    case reversal(reversalID: String, postingKey: String, at: FinanceTimestamp)
     /// Fees invoiced later (IC++): the fees-payable liability grows.
     case feeInvoiced(invoiceID: String, money: EventMoney, at: FinanceTimestamp)
     /// The processor deducted an invoice from the balance: liability and balance both shrink.
@@ -85,6 +89,8 @@ public enum LedgerEffect: Hashable, Sendable {
     case insert([Posting])
     /// Move the posting with this key to `status` (`SELECT … FOR UPDATE`, then `transitioned(to:at:)`).
     case transition(postingKey: String, status: TransactionStatus, at: FinanceTimestamp)
+    /// Take back the posting with this key (`Posting.reversed(key:at:)` when booked, else rejected).
+    case reverse(postingKey: String, reversalKey: String, at: FinanceTimestamp)
 }
 
 /// The ledger accounts of one merchant, named by stable keys (§5.7 account table).
@@ -146,6 +152,8 @@ public enum FinanceMapping {
     public static func refundKey(_ refundID: String) -> String { "refund:\(refundID)" }
     /// Posting key of a payout's deposit leg (the one that waits for the bank).
     public static func payoutArrivalKey(_ payoutID: String) -> String { "payout-arrival:\(payoutID)" }
+    /// Posting key of a reversal.
+    public static func reversalKey(_ reversalID: String) -> String { "reversal:\(reversalID)" }
 
     /// Maps one event to its ledger effect; validates every field first (`event_invalid`).
     ///
@@ -160,6 +168,8 @@ public enum FinanceMapping {
     /// | payout | transit, then bank | psp, then transit | psp debit booked transfer; bank credit pending deposit |
     /// | fee invoiced | fees | fees-payable | liability debit (owing more) | booked | fee |
     /// | fee invoice settled | fees-payable | psp | liability credit + psp debit | booked | fee |
+    /// | reversal of a booked posting | its credits | its debits | the opposite indicator | booked | the same |
+    /// | reversal of a pending one | — | — | the posting becomes rejected | rejected | — |
     public static func effect(of event: BusinessEvent, context: FinanceContext) throws(FinanceError) -> LedgerEffect {
         let limits = context.limits
         switch event {
@@ -264,6 +274,13 @@ public enum FinanceMapping {
         case let .payoutArrived(payoutID, at):
             try checkID(payoutID, "payoutID", limits)
             return .transition(postingKey: payoutArrivalKey(payoutID), status: .booked, at: at)
+
+        case let .reversal(reversalID, postingKey, at):
+            try checkID(reversalID, "reversalID", limits)
+            guard !postingKey.isEmpty, postingKey.utf8.count <= 300 else {
+                throw FinanceError(.eventInvalid, field: "postingKey", detail: "empty or longer than 300 bytes")
+            }
+            return .reverse(postingKey: postingKey, reversalKey: reversalKey(reversalID), at: at)
 
         case let .feeInvoiced(invoiceID, money, at):
             try checkID(invoiceID, "invoiceID", limits)

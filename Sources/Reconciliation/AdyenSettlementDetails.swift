@@ -2,30 +2,63 @@
 // Adyen's optional extra columns (Booking Date, Store, Acquirer Reference…) may appear anywhere.
 
 /// Adyen journal types Tender understands, mapped onto the common line types (finance-store.md §4.4).
+///
+/// The list is Adyen's documented `Type` values of the Settlement details report (docs.adyen.com,
+/// "Settlement details report" and its "Journal types" page), compared case-insensitively: Adyen's
+/// own spelling varies (`Balancetransfer`, `BalanceTransfer`). A type not listed here is not an
+/// error: the line becomes an `adjustment` item with reason `journal_type_unknown`.
 public enum AdyenJournalType {
-    /// Journal `Type` → normalized type; anything else is `type_unknown`.
+    /// Journal `Type` (Adyen's spelling) → normalized type.
     public static let mapping: [String: SettlementLineType] = [
+        // Payments and their reversals; "Externally" = settled by an external acquirer but reported here.
         "Settled": .payment,
+        "SettledExternally": .payment,
         "Refunded": .refund,
+        "RefundedExternally": .refund,
         "RefundedReversed": .refund,
         "Chargeback": .chargeback,
+        "ChargebackExternally": .chargeback,
         "SecondChargeback": .chargeback,
         "ChargebackReversed": .chargebackReversal,
         "ChargebackReversal": .chargebackReversal,
+        // Costs: debits, and credits where Adyen gives a cost back (PaymentCost, MiscCosts).
         "Fee": .fee,
         "MiscCosts": .fee,
         "PaymentCost": .fee,
+        "AuthorisationSchemeFee": .fee,
+        "SettleCost": .fee,
+        // Money to or back from the merchant's bank.
         "MerchantPayout": .payout,
-        "PaidOut": .payout,
-        "PaidOutReversed": .payout,
         "BankInstructionReturned": .payout,
+        // Payouts to a third party's card or account (Adyen Payouts) and their reversals: money leaves or
+        // comes back to the balance, but never reaches the merchant's bank.
+        "PaidOut": .adjustment,
+        "PaidOutReversed": .adjustment,
+        // Balance movements that are neither sales nor costs nor payouts to the bank.
         "DepositCorrection": .adjustment,
         "InvoiceDeduction": .adjustment,
         "ManualCorrected": .adjustment,
         "Balancetransfer": .adjustment,
         "MatchedStatement": .adjustment,
         "EpaPaid": .adjustment,
+        "ReserveAdjustment": .adjustment,
+        "MerchantPayin": .adjustment,
+        // A split-settlement transfer to another account of the same company, not to a bank.
+        "InternalCompanyPayout": .adjustment,
     ]
+
+    /// Lower-cased type → (Adyen's spelling, normalized type).
+    static let byLowercased: [String: (name: String, type: SettlementLineType)] = {
+        var table: [String: (name: String, type: SettlementLineType)] = [:]
+        for (name, type) in mapping { table[name.lowercased()] = (name, type) }
+        return table
+    }()
+
+    /// The journal type as Adyen spells it and its normalized type; nil for a type not in the list.
+    public static func lookup(_ journal: String) -> (name: String, type: SettlementLineType)? {
+        if let type = mapping[journal] { return (journal, type) }
+        return byLowercased[journal.lowercased()]
+    }
 }
 
 struct AdyenLayout {
@@ -86,13 +119,14 @@ struct AdyenLayout {
         return position
     }
 
-    func parse(_ record: CSVRecord) throws(ReconciliationError) -> SettlementLine {
+    /// Parses one row; `unreferenced` is true for a row with neither Psp nor Modification Reference.
+    func parse(_ record: CSVRecord) throws(ReconciliationError) -> (line: SettlementLine, unreferenced: Bool) {
         try record.checkColumnCount(columnCount)
         let typeIndex = at(.type)
-        let journal = record.fields[typeIndex]
-        guard let type = AdyenJournalType.mapping[journal] else {
-            throw record.error(.typeUnknown, field: typeIndex, name: Column.type.rawValue)
-        }
+        let written = try record.required(typeIndex, Column.type.rawValue)
+        let known = AdyenJournalType.lookup(written)
+        let journal = known?.name ?? written
+        let type = known?.type ?? .unknown
         let date = try settlementDate(record)
         let merchantAccount = try record.required(at(.merchantAccount), Column.merchantAccount.rawValue)
         let batchNumber = try record.required(at(.batchNumber), Column.batchNumber.rawValue)
@@ -104,6 +138,7 @@ struct AdyenLayout {
             (grossCurrency, grossExponent) = try record.currency(at(.grossCurrency),
                                                                  Column.grossCurrency.rawValue)
         }
+        // An empty amount is an absent one (Adyen leaves the side that does not apply empty).
         func amount(_ column: Column, _ exponent: Int) throws(ReconciliationError) -> Int64 {
             try record.amount(at(column), column.rawValue, exponent: exponent, rule: .atMost,
                               emptyIsZero: true)
@@ -114,12 +149,20 @@ struct AdyenLayout {
         let netDebit = try amount(.netDebit, netExponent)
         let feeParts = [try amount(.commission, netExponent), try amount(.markup, netExponent),
                         try amount(.schemeFees, netExponent), try amount(.interchange, netExponent)]
-        let gross = try checkedSum([grossCredit, -grossDebit], record: record,
+        var gross = try checkedSum([grossCredit, -grossDebit], record: record,
                                    field: at(.grossCredit), name: Column.grossCredit.rawValue)
         let net = try checkedSum([netCredit, -netDebit], record: record,
                                  field: at(.netCredit), name: Column.netCredit.rawValue)
         let fee = try checkedSum(feeParts, record: record, field: at(.commission),
                                  name: Column.commission.rawValue)
+        // A row whose only amount is its net (Fee, MerchantPayout, InvoiceDeduction… often carry a
+        // Gross Currency with no gross amount) is money in the net currency: its gross is that net.
+        let grossWritten = !record.fields[at(.grossCredit)].isEmpty || !record.fields[at(.grossDebit)].isEmpty
+        let netWritten = !record.fields[at(.netCredit)].isEmpty || !record.fields[at(.netDebit)].isEmpty
+        if !grossWritten && netWritten {
+            grossCurrency = netCurrency
+            gross = net
+        }
 
         let pspReference = record.optional(at(.pspReference))
         let modificationReference = record.optional(at(.modificationReference))
@@ -131,16 +174,18 @@ struct AdyenLayout {
         // finance-store.md §4.5: Psp Reference + Modification Reference + Type (+ batch).
         var keyParts = ["adyen-sdr", merchantAccount, batchNumber, journal, pspReference ?? "",
                         modificationReference ?? ""]
-        if pspReference == nil && modificationReference == nil {
+        let unreferenced = pspReference == nil && modificationReference == nil
+        if unreferenced {
             keyParts += [String(gross), String(fee), String(net)]
         }
-        return SettlementLine(
+        let line = SettlementLine(
             lineNumber: record.line, naturalKey: naturalKey(keyParts),
             batchId: "\(merchantAccount):\(batchNumber)", settlementDate: date, type: type,
             journalType: journal, paymentId: record.optional(at(.merchantReference)),
             refundId: refundId, processorReference: pspReference, paymentMethodVariant: variant,
             currencyCode: grossCurrency, grossMinor: gross, netCurrencyCode: netCurrency,
             feeMinor: fee, netMinor: net)
+        return (line, unreferenced)
     }
 
     // Booking Date when present (when funds were booked), else the date of Creation Date.

@@ -7,7 +7,8 @@ import Money
 enum FractionDigitsRule {
     /// Exactly the currency's exponent (`generic`: "10.00" USD, "10" JPY).
     case exact
-    /// Up to the currency's exponent (`adyen-sdr` writes "98.8" and "100" for EUR).
+    /// Up to the currency's exponent, the integer part possibly omitted (`adyen-sdr` writes "98.8",
+    /// "100" and ".11" for EUR).
     case atMost
 }
 
@@ -49,6 +50,8 @@ enum MoneySeam {
         // The common case (an unsigned amount with exactly the currency's digits) goes to Money as is.
         var normalized = negative || rule == .atMost ? String(body) : text
         if rule == .atMost {
+            // Adyen writes amounts below one without the leading zero (".11").
+            if body.utf8.first == UInt8(ascii: "."), body.utf8.count > 1 { normalized = "0" + normalized }
             let point = body.utf8.firstIndex(of: UInt8(ascii: "."))
             let fractionDigits = point.map { body.utf8.distance(from: $0, to: body.utf8.endIndex) - 1 } ?? 0
             // "5." stays as written so that Money refuses it as malformed.

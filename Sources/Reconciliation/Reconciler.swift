@@ -210,7 +210,9 @@ public enum FinanceEffectKind: String, Sendable, Codable, CaseIterable {
 
 /// One change to apply to the finance store, with a key derived only from the settlement line.
 public struct FinanceEffect: Sendable, Equatable, Codable {
-    /// Deterministic idempotency key (§4.5 point 5): same line → same key.
+    /// Deterministic idempotency key (§4.5 point 5): same line → same key. Built from the line's
+    /// `effectIdentity`, never from its amounts, so a corrected revision of the line has the same key
+    /// and replaces what the old revision booked.
     public var key: String
     /// What to do.
     public var kind: FinanceEffectKind
@@ -344,6 +346,7 @@ public struct Reconciler {
         case .fee:
             item.category = .fee
             item.actualMinor = line.netMinor
+            item.currencyCode = line.netCurrencyCode
         case .chargeback, .chargebackReversal:
             item.category = .chargeback
             if let index = findPayment(line) {
@@ -355,9 +358,17 @@ public struct Reconciler {
         case .adjustment:
             item.category = .adjustment
             item.actualMinor = line.netMinor
+            item.currencyCode = line.netCurrencyCode
         case .payout:
             item.category = .payout
             item.actualMinor = line.netMinor
+            item.currencyCode = line.netCurrencyCode
+        case .unknown:
+            // Reported for a person to look at, never booked: Tender cannot tell what it means.
+            item.category = .adjustment
+            item.actualMinor = line.netMinor
+            item.currencyCode = line.netCurrencyCode
+            item.reason = "journal_type_unknown"
         }
         lineItems.append(item)
         lineCounts[item.category, default: 0] += 1
@@ -402,6 +413,7 @@ public struct Reconciler {
                 type: "adjustment", paymentId: item.paymentId)
             lineFee()
         case .adjustment:
+            guard line.type != .unknown else { return out }
             add(.adjustment, amount: line.netMinor, type: "adjustment")
         case .payout:
             add(.payout, amount: line.netMinor, type: "transfer")
@@ -570,7 +582,7 @@ public struct Reconciler {
         }
         let reference = line.processorReference ?? line.paymentId ?? ""
         return FinanceEffect(
-            key: "recon|\(kind.rawValue)|\(line.naturalKey)", kind: kind, lineNumber: line.lineNumber,
+            key: "recon|\(kind.rawValue)|\(line.effectIdentity)", kind: kind, lineNumber: line.lineNumber,
             batchId: line.batchId, paymentId: paymentId, refundId: refundId,
             amountMinor: Int64(clamping: amount.magnitude),
             currencyCode: currencyCode ?? (kind == .fee || kind == .adjustment || kind == .payout

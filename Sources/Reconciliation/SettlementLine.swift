@@ -24,6 +24,9 @@ public enum SettlementLineType: String, Sendable, Codable, CaseIterable {
     case adjustment
     /// Funds sent from the processor balance to the merchant's bank.
     case payout
+    /// A processor type Tender does not know (Adyen adds journal types over time): reported as an
+    /// `adjustment` item with reason `journal_type_unknown`, counted in its batch, never booked.
+    case unknown
 }
 
 /// A calendar date `YYYY-MM-DD` (proleptic Gregorian), the settlement's booking date.
@@ -144,6 +147,20 @@ public struct SettlementLine: Sendable, Equatable, Codable {
     public var feeMinor: Int64
     /// Signed net amount in minor units of `netCurrencyCode`.
     public var netMinor: Int64
+    /// For a line without any reference (batch-level fees, adjustments, payouts written without one):
+    /// its 1-based position among its batch's unreferenced lines of the same type and net currency.
+    /// That position, not the amounts, is what identifies it across revisions of the batch.
+    public var batchLevelOrdinal: Int?
+
+    /// The line's identity for finance-store effects: its natural key, or for an unreferenced line
+    /// its batch, type, net currency and position, so a corrected amount supersedes the line it
+    /// corrects instead of adding to it.
+    public var effectIdentity: String {
+        guard let batchLevelOrdinal else { return naturalKey }
+        let format = naturalKey.prefix { $0 != "|" }
+        return Reconciliation.naturalKey(["slot", String(format), batchId, journalType, netCurrencyCode,
+                                          String(batchLevelOrdinal)])
+    }
 
     /// True when the processor reports the payment as made with Apple Pay.
     public var isApplePay: Bool {

@@ -8,6 +8,8 @@ public struct SettlementLineReader<Source: ByteChunkSource> {
     public private(set) var csv: CSVReader<Source>
     private var layout: AdyenLayout?
     private var headerRead = false
+    /// Unreferenced lines seen so far per batch, type and net currency (`SettlementLine.batchLevelOrdinal`).
+    private var unreferencedCounts: [String: Int] = [:]
 
     /// A reader of `format` over `source` under the CSV `limits`.
     public init(format: SettlementReportFormat, source: Source, limits: CSVLimits = CSVLimits()) {
@@ -28,13 +30,21 @@ public struct SettlementLineReader<Source: ByteChunkSource> {
             }
         }
         guard let record = try csv.next() else { return nil }
+        var (line, unreferenced): (SettlementLine, Bool)
         switch format {
         case .generic:
-            return try GenericFormat.parse(record)
+            (line, unreferenced) = try GenericFormat.parse(record)
         case .adyenSDR:
             guard let layout else { preconditionFailure("header is read before any row") }
-            return try layout.parse(record)
+            (line, unreferenced) = try layout.parse(record)
         }
+        if unreferenced {
+            let slot = naturalKey([line.batchId, line.journalType, line.netCurrencyCode])
+            let ordinal = (unreferencedCounts[slot] ?? 0) + 1
+            unreferencedCounts[slot] = ordinal
+            line.batchLevelOrdinal = ordinal
+        }
+        return line
     }
 
     /// Reads every line; convenient for tests and small files (the shell streams with `next()`).
@@ -115,13 +125,14 @@ enum GenericFormat {
         }
     }
 
-    static func parse(_ record: CSVRecord) throws(ReconciliationError) -> SettlementLine {
+    /// Parses one row; `unreferenced` is true for a row with neither payment id nor reference.
+    static func parse(_ record: CSVRecord) throws(ReconciliationError) -> (line: SettlementLine, unreferenced: Bool) {
         try record.checkColumnCount(header.count)
         guard let date = SettlementDate(record.fields[0]) else {
             throw record.error(.dateInvalid, field: 0, name: header[0])
         }
         let batchId = try record.required(1, header[1])
-        guard let type = SettlementLineType(rawValue: record.fields[2]) else {
+        guard let type = SettlementLineType(rawValue: record.fields[2]), type != .unknown else {
             throw record.error(.typeUnknown, field: 2, name: header[2])
         }
         let paymentId = record.optional(3)
@@ -134,7 +145,7 @@ enum GenericFormat {
         case .refund, .fee, .chargeback, .payout:
             gross = -abs(gross)
             net = -abs(net)
-        case .payment, .chargebackReversal, .adjustment:
+        case .payment, .chargebackReversal, .adjustment, .unknown:
             break
         }
         var keyParts = ["generic", batchId, type.rawValue, paymentId ?? "", reference ?? "", currency]
@@ -142,11 +153,12 @@ enum GenericFormat {
             // Batch-level lines have no reference: their amounts are what tells two of them apart.
             keyParts += [String(gross), String(abs(fee)), String(net)]
         }
-        return SettlementLine(
+        let line = SettlementLine(
             lineNumber: record.line, naturalKey: naturalKey(keyParts), batchId: batchId,
             settlementDate: date, type: type, journalType: type.rawValue, paymentId: paymentId,
             refundId: nil, processorReference: reference, paymentMethodVariant: nil,
             currencyCode: currency, grossMinor: gross, netCurrencyCode: currency,
             feeMinor: abs(fee), netMinor: net)
+        return (line, paymentId == nil && reference == nil)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import Reconciliation
 
@@ -83,10 +84,22 @@ import Reconciliation
         #expect(result.first?.grossMinor == 500)
     }
 
-    @Test func unknownJournalType() {
+    @Test func unknownJournalTypeIsAReportedLineNotARefusal() throws {
         let row = Self.row(psp: "P", ref: "r", type: "Mystery", mod: "M", gross: ("", "1.00"), net: ("", "1.00"))
+        let result = try lines(Self.header + row + "\n", format: .adyenSDR)
+        #expect(result.count == 1)
+        #expect(result.first?.type == .unknown)
+        #expect(result.first?.journalType == "Mystery")
+        let report = Reconciler.reconcile(lines: result, payments: [], now: Date(timeIntervalSince1970: 0))
+        #expect(report.items.first?.category == .adjustment)
+        #expect(report.items.first?.reason == "journal_type_unknown")
+        #expect(report.effects.isEmpty)
+    }
+
+    @Test func anEmptyTypeIsStillRefused() {
+        let row = Self.row(psp: "P", ref: "r", type: "", mod: "M", gross: ("", "1.00"), net: ("", "1.00"))
         let error = parseError(Self.header + row + "\n", format: .adyenSDR)
-        #expect(error?.code == .typeUnknown)
+        #expect(error?.code == .fieldRequired)
         #expect(error?.line == 2)
         #expect(error?.column == column(ofField: 7, in: row))
     }
@@ -114,5 +127,49 @@ import Reconciliation
         let error = parseError(Self.header + row + "\n", format: .adyenSDR)
         #expect(error?.code == .dateInvalid)
         #expect(error?.column == column(ofField: 5, in: row))
+    }
+}
+
+/// Amounts as Adyen writes them (`FractionDigitsRule.atMost`), one row per shape.
+@Suite struct AdyenAmountTests {
+    static let cases: [(text: String, minor: Int64?)] = [
+        (".11", 11), ("52", 5_200), ("98.8", 9_880), ("0.05", 5), (".5", 50), ("-.5", -50), ("100", 10_000),
+        (".", nil), ("1.", nil), (".123", nil), ("1..2", nil), ("+.5", nil), ("..5", nil),
+    ]
+
+    @Test func adyenAmountShapes() throws {
+        for (text, minor) in Self.cases {
+            let row = AdyenSettlementDetailsTests.row(psp: "P", ref: "r", type: "Settled", mod: "M",
+                                                      gross: ("", text), net: ("", "1.00"))
+            let text = AdyenSettlementDetailsTests.header + row + "\n"
+            if let minor {
+                #expect(try lines(text, format: .adyenSDR).first?.grossMinor == minor, "\(text)")
+            } else {
+                #expect(parseError(text, format: .adyenSDR) != nil, "\(text)")
+            }
+        }
+    }
+
+    @Test func anEmptyAmountIsAbsentAndANetOnlyRowIsInTheNetCurrency() throws {
+        // Gross Currency EUR, nothing in the gross columns, 1.25 in Net Debit: USD money.
+        var row = AdyenSettlementDetailsTests.row(psp: "", ref: "", type: "Fee", mod: "Transaction Fees",
+                                                  gross: ("", ""), net: ("1.25", ""), grossCurrency: "EUR")
+        row = row.replacingOccurrences(of: ",1,EUR,1.25", with: ",,USD,1.25")
+        let line = try #require(try lines(AdyenSettlementDetailsTests.header + row + "\n", format: .adyenSDR).first)
+        #expect(line.currencyCode == "USD")
+        #expect(line.netCurrencyCode == "USD")
+        #expect(line.grossMinor == -125)
+        #expect(line.netMinor == -125)
+    }
+
+    @Test func typesAreComparedWithoutLetterCase() throws {
+        for written in ["MERCHANTPAYOUT", "merchantpayout", "MerchantPayout", "BalanceTransfer"] {
+            let row = AdyenSettlementDetailsTests.row(psp: "", ref: "", type: written, mod: "TX1", gross: ("", ""),
+                                                      net: ("1.00", ""))
+            let line = try #require(try lines(AdyenSettlementDetailsTests.header + row + "\n", format: .adyenSDR).first)
+            #expect(line.type == (written == "BalanceTransfer" ? .adjustment : .payout), "\(written)")
+            // Adyen's spelling, so the line's identity does not depend on the letter case of the file.
+            #expect(line.journalType == (written == "BalanceTransfer" ? "Balancetransfer" : "MerchantPayout"))
+        }
     }
 }

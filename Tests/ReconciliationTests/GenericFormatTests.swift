@@ -51,6 +51,9 @@ import Reconciliation
         ("currency_unknown", 5, "XYZ", .currencyUnknown),
         ("currency_lowercase", 5, "usd", .currencyUnknown),
         ("type_unknown", 2, "partial_refund", .typeUnknown),
+        // Only Adyen files may carry types Tender does not know; the generic list is closed.
+        ("type_unknown_word", 2, "unknown", .typeUnknown),
+        ("usd_leading_dot", 6, ".50", .amountInvalid),
         ("date_february_30", 0, "2024-02-30", .dateInvalid),
         ("date_not_leap", 0, "2023-02-29", .dateInvalid),
         ("date_wrong_shape", 0, "01/03/2024", .dateInvalid),

@@ -68,6 +68,8 @@ struct FinanceBatchPlan {
                 for posting in postings where seen.insert(posting.key).inserted { keys.append(posting.key) }
             case .transition(let key, _, _):
                 if seen.insert(key).inserted { keys.append(key) }
+            case .reverse(let key, let reversalKey, _):
+                for key in [key, reversalKey] where seen.insert(key).inserted { keys.append(key) }
             }
         }
         return keys
@@ -107,6 +109,17 @@ struct FinanceBatchPlan {
             if fresh.isEmpty { outcome.replayed += 1; return }
             for (posting, fingerprint) in fresh { try insert(posting, fingerprint: fingerprint) }
             outcome.applied += 1
+        case let .reverse(key, reversalKey, at):
+            guard let slot = slots[key] else {
+                guard missingPostings == .skip else { throw FinanceError(.postingNotFound, detail: key) }
+                outcome.missingPostings += 1
+                return
+            }
+            switch slot.posting.status {
+            case .booked: try apply(.insert([slot.posting.reversed(key: reversalKey, at: at)]), missingPostings: missingPostings)
+            case .authorized, .pending: try apply(.transition(postingKey: key, status: .rejected, at: at), missingPostings: missingPostings)
+            case .rejected, .memo: outcome.replayed += 1
+            }
         case let .transition(key, status, at):
             guard let slot = slots[key] else {
                 guard missingPostings == .skip else { throw FinanceError(.postingNotFound, detail: key) }

@@ -88,6 +88,9 @@ extension TenderApp {
             }
             return FinanceHTTP.json(FinanceReader.listBody("transactions", items))
         }))
+        router.add("POST", "/v1/finance/payouts/{id}/arrived", guarded(financeEndpoint { [self] request, merchant in
+            try payoutArrived(request.pathParameters["id"] ?? "", merchantId: merchant.merchantId)
+        }))
         for (path, resource) in [("/v1/finance/accounts/history", HistoryResource.accounts),
                                  ("/v1/finance/account-balances/history", .accountBalances),
                                  ("/v1/finance/transactions/history", .transactions)] {
@@ -139,6 +142,44 @@ extension TenderApp {
                                                      now: now, on: conn)
             return FinanceHTTP.json(page.jsonBody())
         }
+    }
+
+    /// `POST /v1/finance/payouts/{id}/arrived`: the bank statement shows the payout, so its deposit becomes
+    /// booked. `{id}` is the id of either FinanceKit transaction of the payout (the bank deposit or the
+    /// transfer off the processor balance). Idempotent: an arrived payout answers the same again. Another
+    /// merchant's id, or one that is no payout, is 404; a payout a corrected settlement took back is 409.
+    private func payoutArrived(_ id: String, merchantId: String) throws -> HTTPResponse {
+        let notFound = HTTPProblem(status: 404, code: "not_found", title: "Not found", detail: "No such payout.")
+        guard let transactionID = try? FinanceID(parsing: id) else { throw notFound }
+        let payload: String = try pool.transaction { conn in
+            guard let row = try conn.query("""
+                SELECT posting_key FROM finance_transaction WHERE merchant_id = $1 AND id = $2::uuid
+                """, [merchantId, transactionID.description]).first else { throw notFound }
+            let postingKey: String = try row.decode(0)
+            let arrivalPrefix = FinanceMapping.payoutArrivalKey("")
+            let payoutID: String
+            if postingKey.hasPrefix(arrivalPrefix) {
+                payoutID = String(postingKey.dropFirst(arrivalPrefix.count))
+            } else if postingKey.hasPrefix("payout:") {
+                payoutID = String(postingKey.dropFirst("payout:".count))
+            } else {
+                throw notFound
+            }
+            let now = Date()
+            let at = FinanceTimestamp(secondsSinceEpoch: Int64(now.timeIntervalSince1970.rounded(.down)))
+            do {
+                _ = try FinanceRecorder().apply([.payoutArrived(payoutID: payoutID, at: at)], merchantId: merchantId,
+                                                on: conn, now: now, missingPostings: .fail)
+            } catch let error as FinanceError where error.code == .statusTransitionInvalid || error.code == .postingNotFound {
+                throw HTTPProblem(status: 409, code: "payout_reversed", title: "Payout reversed",
+                                  detail: "A corrected settlement took this payout back; it cannot arrive.")
+            }
+            guard let deposit = try conn.query("""
+                SELECT payload::text FROM finance_transaction WHERE merchant_id = $1 AND posting_key = $2
+                """, [merchantId, FinanceMapping.payoutArrivalKey(payoutID)]).first else { throw notFound }
+            return try deposit.decode(0)
+        }
+        return FinanceHTTP.json(Array(payload.utf8))
     }
 
     /// Authenticates, refuses restricted merchants (`403 data_restricted`) and maps FinanceError to problems.

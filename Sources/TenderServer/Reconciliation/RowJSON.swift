@@ -126,6 +126,7 @@ struct RowJSON {
         field("netCurrencyCode", line.netCurrencyCode)
         field("feeMinor", line.feeMinor)
         field("netMinor", line.netMinor)
+        field("batchLevelOrdinal", line.batchLevelOrdinal)
         endObject()
     }
 

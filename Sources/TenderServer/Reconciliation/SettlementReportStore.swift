@@ -36,6 +36,12 @@ struct SettlementImport: Sendable {
 /// flag in the transaction that applies it: exactly once, resumable after a crash (the next import of
 /// the merchant, `tender serve` at start and a replayed import finish what is pending), and never
 /// holding the finance balances' row locks (which live payments need) for longer than one chunk.
+/// Its last transaction (`finish`, flag `finish_pending`) reverses what the batches the report
+/// supersedes booked for lines it no longer has, and confirms earlier payouts.
+///
+/// Superseding replaces: effect keys come from the line's identity, not its amounts, so a corrected
+/// line of a new revision is a recorded key with other content; its earlier postings are reversed and
+/// it is booked again at the next version, in the chunk's transaction (migrations/0011).
 ///
 /// Imports of one merchant are serialised by a transaction-level advisory lock that both phases take,
 /// and phase 1 only starts once no effect of an earlier report is pending, so the ledger it matches
@@ -130,8 +136,9 @@ struct SettlementReportStore: Sendable {
                                             configuration: configuration, collectsEffects: false)
                 let ledgerSeconds = Self.seconds(since: ledgerStarted)
                 _ = try conn.execute("""
-                    INSERT INTO settlement_reports (report_id, merchant_id, format, file_sha256, line_count, summary)
-                    VALUES ($1, $2, $3, $4, 0, '{}')
+                    INSERT INTO settlement_reports (report_id, merchant_id, format, file_sha256, line_count, summary,
+                                                    finish_pending)
+                    VALUES ($1, $2, $3, $4, 0, '{}', true)
                     """, [reportId, merchantId, format.rawValue, fileSHA256])
                 var writer = ItemChunkWriter(reportId: reportId)
                 do {
@@ -157,7 +164,7 @@ struct SettlementReportStore: Sendable {
                 try writer.add(items: absent, lines: ParsedBatch(), on: conn)
                 try writer.finish(on: conn)
 
-                let (revision, supersedes, diffs) = try recordBatches(
+                let (revision, supersedes, diffs, supersededBatches) = try recordBatches(
                     batchDigests, merchantId: merchantId, format: format, reportId: reportId, supersede: supersede,
                     on: conn)
                 let summary = StoredSummary(counts: finished.counts, batches: finished.batches)
@@ -168,9 +175,11 @@ struct SettlementReportStore: Sendable {
                     ? nil : String(decoding: try encoder.encode(diffs), as: UTF8.self)
                 _ = try conn.execute("""
                     UPDATE settlement_reports
-                    SET line_count = $2, revision = $3, supersedes = $4, summary = $5::jsonb, revision_diff = $6::jsonb
+                    SET line_count = $2, revision = $3, supersedes = $4, summary = $5::jsonb, revision_diff = $6::jsonb,
+                        superseded_batches = $7::text[]
                     WHERE report_id = $1
-                    """, [reportId, finished.lineCount, revision, supersedes, summaryText, diffText])
+                    """, [reportId, finished.lineCount, revision, supersedes, summaryText, diffText,
+                          PGArray.text(supersededBatches)])
                 return .stored(reportId, ledgerSeconds: ledgerSeconds)
             }
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint?.contains("file_sha256") == true {
@@ -187,7 +196,7 @@ struct SettlementReportStore: Sendable {
     private func recordBatches(_ batchDigests: [String: SHA256Hasher], merchantId: String,
                                format: SettlementReportFormat, reportId: String, supersede: Bool,
                                on conn: PostgresConnection)
-        throws -> (revision: Int, supersedes: String?, diffs: [BatchRevisionDiff]) {
+        throws -> (revision: Int, supersedes: String?, diffs: [BatchRevisionDiff], supersededBatches: [String]) {
         var revision = 1
         var supersedes: String?
         var superseded: [(batchId: String, previousReport: String, revision: Int)] = []
@@ -214,7 +223,7 @@ struct SettlementReportStore: Sendable {
             }
             superseded.append((batchId, previousReport, try previous.decode("revision") + 1))
         }
-        guard !superseded.isEmpty else { return (revision, supersedes, []) }
+        guard !superseded.isEmpty else { return (revision, supersedes, [], []) }
         // The lines of every superseded batch, old and new, read in one pass over each report's chunks.
         let wanted = Set(superseded.map(\.batchId))
         let newLines = try storedLines(reportId: reportId, batchIds: wanted, on: conn)
@@ -237,7 +246,7 @@ struct SettlementReportStore: Sendable {
                 WHERE merchant_id = $1 AND format = $2 AND batch_id = $3
                 """, [merchantId, format.rawValue, entry.batchId, reportId, digests[entry.batchId], entry.revision])
         }
-        return (revision, supersedes, diffs)
+        return (revision, supersedes, diffs, superseded.map(\.batchId))
     }
 
     // MARK: Phase 2: effects
@@ -251,75 +260,230 @@ struct SettlementReportStore: Sendable {
         return applied
     }
 
-    /// Applies one pending chunk; nil when none is left.
+    /// Applies one pending chunk of the oldest report with work left, or once its chunks are done, its
+    /// finishing step; nil when nothing is left.
     private func applyNextChunk(merchantId: String, now: Date) throws -> Int? {
         try pool.transaction { conn -> Int? in
             try Self.lockImports(merchantId: merchantId, on: conn)
-            guard let row = try conn.query("""
-                SELECT c.report_id, c.category, c.chunk, c.items
-                  FROM settlement_item_chunks c JOIN settlement_reports r ON r.report_id = c.report_id
-                 WHERE r.merchant_id = $1 AND c.effects_pending
-                 ORDER BY r.created_at, r.report_id, c.first_ordinal
+            guard let report = try conn.query("""
+                SELECT r.report_id, r.format, to_json(r.superseded_batches)::text FROM settlement_reports r
+                 WHERE r.merchant_id = $1
+                   AND (r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
+                                                    WHERE c.report_id = r.report_id AND c.effects_pending))
+                 ORDER BY r.created_at, r.report_id
                  LIMIT 1
-                   FOR UPDATE OF c
                 """, [merchantId]).first else { return nil }
-            let reportId: String = try row.decode(0)
-            let entries = try StoredItemChunk.decode(try row.decode(3))
+            let reportId: String = try report.decode(0)
+            guard let row = try conn.query("""
+                SELECT category, chunk, items FROM settlement_item_chunks
+                 WHERE report_id = $1 AND effects_pending
+                 ORDER BY first_ordinal
+                 LIMIT 1
+                   FOR UPDATE
+                """, [reportId]).first else {
+                let batches = try JSONDecoder().decode([String].self, from: Data(try report.decode(2, as: String.self).utf8))
+                return try finish(reportId: reportId, format: try report.decode(1), supersededBatches: batches,
+                                  merchantId: merchantId, on: conn, now: now)
+            }
+            let entries = try StoredItemChunk.decode(try row.decode(2))
             var effects: [FinanceEffect] = []
             for entry in entries {
                 guard let line = entry.line else { continue }
                 effects += Reconciler.effects(of: line, item: entry.item)
             }
-            let fresh = try Self.claim(effects, merchantId: merchantId, reportId: reportId, on: conn)
-            if !fresh.isEmpty { try sink.apply(fresh, merchantId: merchantId, on: conn, now: now) }
+            let (actions, counts) = try claim(effects, merchantId: merchantId, reportId: reportId,
+                                              format: try report.decode(1), on: conn)
+            if !actions.isEmpty { try sink.apply(actions, merchantId: merchantId, on: conn, now: now) }
             _ = try conn.execute("""
                 UPDATE settlement_item_chunks SET effects_pending = false
                  WHERE report_id = $1 AND category = $2 AND chunk = $3
-                """, [reportId, try row.decode(1, as: String.self), try row.decode(2, as: Int.self)])
-            return fresh.count
+                """, [reportId, try row.decode(0, as: String.self), try row.decode(1, as: Int.self)])
+            if counts.rebooked > 0 {
+                _ = try conn.execute("UPDATE settlement_reports SET effects_rebooked = effects_rebooked + $2 WHERE report_id = $1",
+                                     [reportId, counts.rebooked])
+            }
+            return counts.applied
         }
     }
 
-    /// Records the effects' keys (finance-store.md §4.5 point 5) and returns, in order, those not
-    /// recorded before: an effect is applied once per merchant whatever report or revision carries it.
-    private static func claim(_ effects: [FinanceEffect], merchantId: String, reportId: String,
-                              on conn: PostgresConnection) throws -> [FinanceEffect] {
-        guard !effects.isEmpty else { return [] }
-        let inserted = try conn.query("""
+    /// What one key of a chunk does.
+    private enum Claim {
+        /// Not booked before (or reversed since): book at this version.
+        case book(version: Int)
+        /// Booked with the same content (this or another revision carries the line): nothing to do.
+        case same(version: Int, postingKeys: [String])
+        /// Booked with other content by an earlier revision: reverse that booking, book this one.
+        case rebook(version: Int, oldPostingKeys: [String])
+    }
+
+    /// Records the effects' keys (finance-store.md §4.5 point 5) and returns the actions to apply, in line
+    /// order: a key not recorded before is booked; one recorded with the same content only moves to this
+    /// report (this revision still carries it); one recorded with other content (a corrected line of a
+    /// superseding revision) has its postings reversed and is booked again at the next version. Status
+    /// changes (booking a payment or refund) are final in the finance store and never rebooked.
+    private func claim(_ effects: [FinanceEffect], merchantId: String, reportId: String, format: String,
+                       on conn: PostgresConnection) throws -> (actions: [SettlementEffectAction], counts: (applied: Int, rebooked: Int)) {
+        guard !effects.isEmpty else { return ([], (0, 0)) }
+        var seen = Set<String>()
+        let unique = effects.filter { seen.insert($0.key).inserted }
+        struct Stored {
+            let kind: String, amount: Int64, currency: String, indicator: String, subject: String?
+            let version: Int, postingKeys: [String], reversed: Bool
+        }
+        var stored: [String: Stored] = [:]
+        for row in try conn.query("""
+            SELECT effect_key, kind, amount_minor, currency_code, credit_debit_indicator, subject_id, version,
+                   array_to_string(posting_keys, ' ') AS posting_keys, reversed_by IS NOT NULL AS reversed
+              FROM settlement_effects WHERE merchant_id = $1 AND effect_key = ANY($2::text[])
+               FOR UPDATE
+            """, [merchantId, PGArray.text(unique.map(\.key))]).rows {
+            let keys: String = try row.decode("posting_keys")
+            stored[try row.decode("effect_key")] = Stored(
+                kind: try row.decode("kind"), amount: try row.decode("amount_minor"), currency: try row.decode("currency_code"),
+                indicator: try row.decode("credit_debit_indicator"), subject: try row.decodeIfPresent("subject_id"),
+                version: try row.decode("version"), postingKeys: keys.split(separator: " ").map(String.init),
+                reversed: try row.decode("reversed"))
+        }
+        var actions: [SettlementEffectAction] = []
+        var rows: [(effect: FinanceEffect, version: Int, postingKeys: [String])] = []
+        var applied = 0, rebooked = 0
+        for effect in unique {
+            let claim: Claim
+            if let old = stored[effect.key] {
+                let subject = Self.subject(of: effect)
+                let sameContent = old.kind == effect.kind.rawValue && old.amount == effect.amountMinor
+                    && old.currency == effect.currencyCode && old.indicator == effect.creditDebitIndicator
+                    && old.subject == subject
+                if old.reversed {
+                    claim = .book(version: old.version + 1)
+                } else if sameContent || effect.kind == .bookPayment || effect.kind == .bookRefund
+                            || effect.kind == .refundReversal {
+                    claim = .same(version: old.version, postingKeys: old.postingKeys)
+                } else {
+                    claim = .rebook(version: old.version + 1, oldPostingKeys: old.postingKeys)
+                }
+            } else {
+                claim = .book(version: 0)
+            }
+            switch claim {
+            case .book(let version):
+                actions.append(.book(effect, version: version))
+                rows.append((effect, version, sink.postingKeys(of: effect, version: version, merchantId: merchantId)))
+                applied += 1
+            case let .same(version, postingKeys):
+                rows.append((effect, version, postingKeys))
+            case let .rebook(version, oldPostingKeys):
+                actions.append(.reverse(postingKeys: oldPostingKeys, seed: "\(effect.key)|v\(version - 1)",
+                                        postedDate: effect.postedDate))
+                actions.append(.book(effect, version: version))
+                rows.append((effect, version, sink.postingKeys(of: effect, version: version, merchantId: merchantId)))
+                applied += 1
+                rebooked += 1
+            }
+        }
+        _ = try conn.execute("""
             INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
-                                            currency_code, credit_debit_indicator)
-            SELECT DISTINCT ON (e.key) $1, e.key, $2, e.kind, e.subject, e.amount, e.currency, e.indicator
-              FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])
-                   AS e(key, kind, subject, amount, currency, indicator)
-            ON CONFLICT (merchant_id, effect_key) DO NOTHING
-            RETURNING effect_key
-            """, [merchantId, reportId,
-                  PGArray.text(effects.map(\.key)),
-                  PGArray.text(effects.map(\.kind.rawValue)),
-                  PGArray.text(effects.map { $0.kind == .bookRefund ? $0.refundId : $0.paymentId }),
-                  PGArray.text(effects.map { String($0.amountMinor) }),
-                  PGArray.text(effects.map(\.currencyCode)),
-                  PGArray.text(effects.map(\.creditDebitIndicator))])
-        var fresh = Set<String>()
-        for row in inserted.rows { fresh.insert(try row.decode(0)) }
-        // In line order, each new key once.
-        return effects.filter { fresh.remove($0.key) != nil }
+                                            currency_code, credit_debit_indicator, format, batch_id, version, posting_keys)
+            SELECT $1, e.key, $2, e.kind, e.subject, e.amount, e.currency, e.indicator, $3, e.batch, e.version,
+                   string_to_array(e.posting_keys, ' ')
+              FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[],
+                          $11::int[], $12::text[])
+                   AS e(key, kind, subject, amount, currency, indicator, batch, version, posting_keys)
+            ON CONFLICT (merchant_id, effect_key) DO UPDATE
+               SET report_id = EXCLUDED.report_id, kind = EXCLUDED.kind, subject_id = EXCLUDED.subject_id,
+                   amount_minor = EXCLUDED.amount_minor, currency_code = EXCLUDED.currency_code,
+                   credit_debit_indicator = EXCLUDED.credit_debit_indicator, format = EXCLUDED.format,
+                   batch_id = EXCLUDED.batch_id, version = EXCLUDED.version, posting_keys = EXCLUDED.posting_keys,
+                   reversed_by = NULL
+            """, [merchantId, reportId, format,
+                  PGArray.text(rows.map(\.effect.key)),
+                  PGArray.text(rows.map(\.effect.kind.rawValue)),
+                  PGArray.text(rows.map { Self.subject(of: $0.effect) }),
+                  PGArray.text(rows.map { String($0.effect.amountMinor) }),
+                  PGArray.text(rows.map(\.effect.currencyCode)),
+                  PGArray.text(rows.map(\.effect.creditDebitIndicator)),
+                  PGArray.text(rows.map(\.effect.batchId)),
+                  PGArray.text(rows.map { String($0.version) }),
+                  PGArray.text(rows.map { $0.postingKeys.joined(separator: " ") })])
+        return (actions, (applied, rebooked))
+    }
+
+    /// The payment or refund an effect concerns, as `settlement_effects.subject_id` stores it.
+    private static func subject(of effect: FinanceEffect) -> String? {
+        effect.kind == .bookRefund ? effect.refundId : effect.paymentId
+    }
+
+    /// A report's last step, once its chunks are applied, in one transaction: (1) in every batch it
+    /// supersedes, the effects an earlier revision booked that this one no longer carries are reversed;
+    /// (2) each currency it pays out in confirms the earlier payouts still waiting for the bank (a
+    /// processor closes the next payout batch only once the previous payout went out, and a returned
+    /// payout comes back as a credit line, e.g. Adyen `BankInstructionReturned`: a currency with one
+    /// confirms nothing). Returns the number of actions applied.
+    private func finish(reportId: String, format: String, supersededBatches: [String], merchantId: String,
+                        on conn: PostgresConnection, now: Date) throws -> Int {
+        var actions: [SettlementEffectAction] = []
+        var reversed = 0
+        if !supersededBatches.isEmpty {
+            let rows = try conn.query("""
+                UPDATE settlement_effects SET reversed_by = $2
+                 WHERE merchant_id = $1 AND format = $3 AND batch_id = ANY($4::text[]) AND reversed_by IS NULL
+                   AND report_id <> $2
+                RETURNING effect_key, version, array_to_string(posting_keys, ' ') AS posting_keys
+                """, [merchantId, reportId, format, PGArray.text(supersededBatches)]).rows
+            var removed: [(key: String, version: Int, postingKeys: [String])] = []
+            for row in rows {
+                let keys: String = try row.decode(2)
+                removed.append((try row.decode(0), try row.decode(1), keys.split(separator: " ").map(String.init)))
+            }
+            // In key order, so a replay of this step (after a rollback) builds the same batch.
+            for entry in removed.sorted(by: { $0.key < $1.key }) where !entry.postingKeys.isEmpty {
+                actions.append(.reverse(postingKeys: entry.postingKeys, seed: "\(entry.key)|v\(entry.version)", postedDate: nil))
+            }
+            reversed = removed.count
+        }
+        let confirmed = try conn.query("""
+            UPDATE settlement_effects e SET payout_confirmed = true
+             WHERE e.merchant_id = $1 AND e.kind = 'payout' AND NOT e.payout_confirmed AND e.reversed_by IS NULL
+               AND e.credit_debit_indicator = 'debit' AND e.report_id <> $2
+               AND e.currency_code IN (
+                   SELECT p.currency_code FROM settlement_effects p
+                    WHERE p.merchant_id = $1 AND p.report_id = $2 AND p.kind = 'payout' AND p.reversed_by IS NULL
+                    GROUP BY p.currency_code HAVING bool_and(p.credit_debit_indicator = 'debit'))
+               AND NOT (e.format = $3 AND e.batch_id IN (
+                   SELECT b.batch_id FROM settlement_batches b WHERE b.merchant_id = $1 AND b.report_id = $2))
+            RETURNING array_to_string(e.posting_keys, ' ') AS posting_keys
+            """, [merchantId, reportId, format]).rows
+        for row in confirmed {
+            let keys: String = try row.decode(0)
+            for key in keys.split(separator: " ") { actions.append(.confirmPayout(postingKey: String(key))) }
+        }
+        if !actions.isEmpty { try sink.apply(actions, merchantId: merchantId, on: conn, now: now) }
+        _ = try conn.execute("""
+            UPDATE settlement_reports
+               SET finish_pending = false, effects_reversed = effects_reversed + $2, payouts_confirmed = $3
+             WHERE report_id = $1
+            """, [reportId, reversed, confirmed.count])
+        return actions.count
     }
 
     /// True when some report of the merchant still has effects to apply.
     private static func hasPendingEffects(merchantId: String, on conn: PostgresConnection) throws -> Bool {
         try conn.query("""
-            SELECT 1 FROM settlement_item_chunks c JOIN settlement_reports r ON r.report_id = c.report_id
-             WHERE r.merchant_id = $1 AND c.effects_pending LIMIT 1
+            SELECT 1 FROM settlement_reports r
+             WHERE r.merchant_id = $1
+               AND (r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
+                                                WHERE c.report_id = r.report_id AND c.effects_pending))
+             LIMIT 1
             """, [merchantId]).first != nil
     }
 
     /// Merchants with pending effects (what `tender serve` finishes at start).
     func merchantsWithPendingEffects() throws -> [String] {
         try pool.query(SQL(idempotent: """
-            SELECT DISTINCT r.merchant_id FROM settlement_item_chunks c
-              JOIN settlement_reports r ON r.report_id = c.report_id
-             WHERE c.effects_pending ORDER BY r.merchant_id
+            SELECT DISTINCT r.merchant_id FROM settlement_reports r
+             WHERE r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
+                                               WHERE c.report_id = r.report_id AND c.effects_pending)
+             ORDER BY r.merchant_id
             """)).rows.map { try $0.decode(0) }
     }
 
@@ -342,7 +506,8 @@ struct SettlementReportStore: Sendable {
         guard let row = try pool.query(SQL(idempotent: """
             SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
                    revision_diff::text AS revision_diff, created_at,
-                   EXISTS (SELECT 1 FROM settlement_item_chunks c
+                   r.effects_rebooked, r.effects_reversed, r.payouts_confirmed,
+                   r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
                             WHERE c.report_id = r.report_id AND c.effects_pending) AS effects_pending
             FROM settlement_reports r WHERE merchant_id = $1 AND report_id = $2
             """), [merchantId, reportId]).first else { return nil }
@@ -355,7 +520,8 @@ struct SettlementReportStore: Sendable {
         guard let row = try conn.query("""
             SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
                    revision_diff::text AS revision_diff, created_at,
-                   EXISTS (SELECT 1 FROM settlement_item_chunks c
+                   r.effects_rebooked, r.effects_reversed, r.payouts_confirmed,
+                   r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
                             WHERE c.report_id = r.report_id AND c.effects_pending) AS effects_pending
             FROM settlement_reports r WHERE merchant_id = $1 AND format = $2 AND file_sha256 = $3
             """, [merchantId, format.rawValue, fileSHA256]).first else {

@@ -40,7 +40,18 @@ struct SettlementReportView: Encodable, Sendable {
     /// True while finance-store effects of this report are still to be applied (after an interrupted
     /// import; the merchant's next import, a replay of this one, or a restart finishes them).
     let effectsPending: Bool
+    /// What the import changed in the finance store besides booking its lines: corrected lines whose
+    /// earlier booking was reversed and booked again, lines a superseded batch no longer has whose
+    /// booking was reversed, and earlier payouts it confirmed as arrived.
+    let financeChanges: FinanceChanges
     let createdAt: String
+
+    /// Counts of `financeChanges`.
+    struct FinanceChanges: Encodable, Sendable {
+        let rebooked: Int
+        let reversed: Int
+        let payoutsConfirmed: Int
+    }
 
     init(row: PostgresRow) throws {
         id = try row.decode("report_id")
@@ -72,6 +83,9 @@ struct SettlementReportView: Encodable, Sendable {
             revisions = []
         }
         effectsPending = try row.decode("effects_pending")
+        financeChanges = FinanceChanges(rebooked: try row.decode("effects_rebooked"),
+                                        reversed: try row.decode("effects_reversed"),
+                                        payoutsConfirmed: try row.decode("payouts_confirmed"))
         let created: Date = try row.decode("created_at")
         createdAt = Self.timestamp(created)
     }

@@ -344,7 +344,7 @@ enum MixedEvents {
     }
 
     /// How many kinds of `BusinessEvent` there are.
-    static let kindCount = 16
+    static let kindCount = 17
 
     /// The case name of `event`.
     static func kind(_ event: BusinessEvent) -> String {
@@ -363,6 +363,7 @@ enum MixedEvents {
         case .adjustment: "adjustment"
         case .payout: "payout"
         case .payoutArrived: "payoutArrived"
+        case .reversal: "reversal"
         case .feeInvoiced: "feeInvoiced"
         case .feeInvoiceSettled: "feeInvoiceSettled"
         }
@@ -383,7 +384,7 @@ enum MixedEvents {
             let at = Events.at(Int64(step))
             func pick(_ list: [String]) -> String { list.isEmpty ? "none" : list[random.next(list.count)] }
             let event: BusinessEvent
-            switch random.next(20) {
+            switch random.next(21) {
             case 0...3:
                 payments.append("pay_\(step)")
                 event = .paymentSucceeded(paymentID: "pay_\(step)", money: money, at: at)
@@ -411,6 +412,10 @@ enum MixedEvents {
                 event = .feeInvoiced(invoiceID: "inv_\(step)", money: money, at: at)
             case 17: event = .feeInvoiceSettled(invoiceID: pick(invoices), money: money, at: at)
             case 18: event = random.next(2) == 0 ? .paymentDeclined(paymentID: "pay_d\(step)") : .paymentFailed(paymentID: "pay_f\(step)")
+            case 19:
+                // A correction takes back a payout (booked leg mirrored, pending deposit rejected) or a payment.
+                let keys = payouts.flatMap { ["payout:\($0)", "payout-arrival:\($0)"] } + payments.map { "payment:\($0)" }
+                event = .reversal(reversalID: "rev_\(step)", postingKey: pick(keys), at: at)
             default:
                 guard !events.isEmpty else { continue }
                 event = events[random.next(events.count)]  // an exact replay of an earlier event
