@@ -152,8 +152,9 @@ public final class PaymentsService: Sendable {
     /// Request shape: `{"token": {…}, "shippingContact": {…}, "billingContact": {…}}`; Tender's own
     /// object refuses unknown members, Apple's token is taken as sent (CONTRACT §3).
     static func tokenJSON(fromBody body: [UInt8]) throws(HTTPProblem) -> [UInt8] {
-        guard !body.isEmpty, Self.nestingDepth(body) <= JSONCoding.depthMax,
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        // The JSON edge first: duplicate members, NUL and depth are refused before any parser sees the body.
+        try JSONCoding.checkBody(body)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             throw PaymentProblems.malformedJSON
         }
         for field in object.keys.sorted() where !["token", "shippingContact", "billingContact"].contains(field) {
@@ -206,26 +207,6 @@ public final class PaymentsService: Sendable {
                                   message: "The total changed for this address; please review the order.")]
         }
         return nil
-    }
-
-    /// Deepest bracket nesting outside strings, checked before the recursive JSON parser sees the body.
-    static func nestingDepth(_ body: [UInt8]) -> Int {
-        var depth = 0, deepest = 0, inString = false, escaped = false
-        for byte in body {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
-            }
-        }
-        return deepest
     }
 
     /// Phase 1 for a fresh key: session checks, token verification and binding (Apple steps 1–6), then

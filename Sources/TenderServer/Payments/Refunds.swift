@@ -149,8 +149,9 @@ extension PaymentsService {
 
     /// The body must be exactly `{"amount": "<decimal>"}` (unknown fields refused, CONTRACT §3).
     static func refundAmountText(_ body: [UInt8]) throws(HTTPProblem) -> String {
-        guard !body.isEmpty, body.count <= 4_096,
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        guard body.count <= 4_096 else { throw PaymentProblems.malformedJSON }
+        try JSONCoding.checkBody(body)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             throw PaymentProblems.malformedJSON
         }
         for field in object.keys.sorted() where field != "amount" {
