@@ -272,7 +272,16 @@ public final class PaymentsService: Sendable {
                                       "The payment token carries EMV data, which this checkout session did not request.")
         }
         let expiry = try? CardMask.expiration(yymmdd: decrypted.paymentData.applicationExpirationDate)
-        let network = String((decrypted.token.paymentMethod?.network ?? "unknown").prefix(32))
+        // The network comes from the signed DPAN's BIN; the unsigned paymentMethod may only agree with it.
+        let network: String
+        switch PaymentNetwork.resolve(claimed: decrypted.token.paymentMethod?.network,
+                                      dpan: decrypted.paymentData.unsafeRevealSensitive().applicationPrimaryAccountNumber) {
+        case .success(let derived):
+            network = derived
+        case .failure(let failure):
+            return try refusal.record(failure, status: 422, code: failure.rawValue,
+                                      "The payment method's network differs from the card's.")
+        }
         let paymentId = Self.newId(prefix: "pay_")
         // Apple step 5: the transactionId claim is a unique constraint, decided atomically with the insert.
         // One statement inserts the payment, points the key at it and returns the row (no re-read).
