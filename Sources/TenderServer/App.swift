@@ -17,6 +17,8 @@ public final class TenderApp: Sendable {
     public let finance: FinanceFeature
     /// Payments and refunds (TenderServer/Payments).
     public let payments: PaymentsService
+    /// Derives checkout client secrets from the master key (never stored).
+    public let clientSecrets: ClientSecretKey
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -30,6 +32,7 @@ public final class TenderApp: Sendable {
         self.tokens = TokenService(configuration: configuration, keyStore: KeyStore(
             pool: pool, masterKeyFile: configuration.masterKeyFile,
             onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
+        self.clientSecrets = ClientSecretKey(masterKeyFile: configuration.masterKeyFile, logger: logger)
         self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
