@@ -36,7 +36,8 @@ public final class TenderApp: Sendable {
         self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
-                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue))
+                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue),
+                                             metrics: metrics)
     }
 
     /// The full route table.
