@@ -401,7 +401,10 @@ public final class PaymentsService: Sendable {
             return try recordOutcome(paymentId: paymentId, outcome: nil)
         }
         // Waiting for an operator: a retry of the key shows the state and calls nobody.
-        guard payment.needsOperatorAt == nil else { return Self.paymentResponse(payment) }
+        guard payment.needsOperatorAt == nil else {
+            try releaseKey(merchantId: payment.merchantId, idempotencyKey: payment.idempotencyKey)
+            return Self.paymentResponse(payment)
+        }
         let decrypted = try redecrypt(payment)
         return try complete(payment, decrypted: decrypted, requestID: requestID)
     }

@@ -215,7 +215,10 @@ extension PaymentsService {
     func sendRefund(_ refund: RefundRecord, processorReference: String) throws -> HTTPResponse {
         if refund.status != "pending" { return try recordRefundOutcome(refundId: refund.refundId, outcome: nil) }
         // Waiting for an operator: a retry of the key shows the state and calls nobody.
-        if refund.needsOperatorAt != nil { return .json(RefundView(refund), status: 202) }
+        if refund.needsOperatorAt != nil {
+            try releaseKey(merchantId: refund.merchantId, idempotencyKey: refund.idempotencyKey)
+            return .json(RefundView(refund), status: 202)
+        }
         let outcome = processor.refund(RefundRequest(refundId: refund.refundId, paymentId: refund.paymentId,
                                                      processorReference: processorReference, amountMinor: refund.amountMinor,
                                                      currencyCode: refund.currencyCode, processorKey: refund.processorKey))

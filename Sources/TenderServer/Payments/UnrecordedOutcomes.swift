@@ -96,6 +96,16 @@ extension PaymentsService {
         }
     }
 
+    /// Unlocks an unfinished key (a retry that found its payment or refund waiting for an operator held
+    /// it), so the resolver can take the row once an operator releases it.
+    func releaseKey(merchantId: String, idempotencyKey: String?) throws {
+        guard let idempotencyKey else { return }
+        _ = try pool.execute("""
+            UPDATE idempotency_keys SET locked_until = NULL
+            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
+            """, [merchantId, idempotencyKey])
+    }
+
     /// The pending state as the client sees it (202).
     func heldResponse(_ subject: OutcomeSubject) throws -> HTTPResponse {
         switch subject {

@@ -6,10 +6,12 @@ import Synchronization
 import Testing
 @testable import TenderServer
 
-/// The ledger refusing a refund's effects as the finance store does when a balance would pass Int64.max.
-struct OverflowingRefundLedger: PaymentOutcomeSink {
+/// The ledger refusing a refund's effects as the finance store does when a balance would pass Int64.max,
+/// until an operator fixes the cause (`refusing = false`).
+final class OverflowingRefundLedger: PaymentOutcomeSink {
+    let refusing = Atomic<Bool>(true)
     func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
-        if case .refundSucceeded = event { throw FinanceError(.amountOverflow, detail: "balance") }
+        if case .refundSucceeded = event, refusing.load(ordering: .relaxed) { throw FinanceError(.amountOverflow, detail: "balance") }
     }
 }
 
@@ -44,8 +46,8 @@ struct UnrecordableOutcomeTests {
 
     @Test func refundApprovedButNotRecordableBacksOffAndWaitsForAnOperator() throws {
         let attemptsMax = 3
-        let h = try PaymentsHarness(prefix: "rf_unrecordable", settings: Self.settings(attemptsMax: attemptsMax),
-                                    ledger: OverflowingRefundLedger())
+        let ledger = OverflowingRefundLedger()
+        let h = try PaymentsHarness(prefix: "rf_unrecordable", settings: Self.settings(attemptsMax: attemptsMax), ledger: ledger)
         defer { h.stop() }
         let s = try h.session()
         let paymentId = try #require(try h.pay(s, token: try h.token(for: s), key: "p").payment?["id"] as? String)
@@ -94,6 +96,18 @@ struct UnrecordableOutcomeTests {
         #expect(metrics.contains("tender_payments_needs_operator{kind=\"refund\"} 1"))
         // The pending refund still reserves its amount: nothing more than the captured total can be refunded.
         #expect(try h.refund(paymentId, amount: "6.00", key: "rf-more").code == "refund_exceeds_payment")
+
+        // The operator fixes the cause and releases it: one more call (same processor key), then recorded.
+        let environment = ["TENDER_DATABASE_URL": h.pool.configuration.connectionString]
+        #expect(TenderCLI.run(["payments", "release", "--payment-id", paymentId], environment: environment) == ExitCode.failure.rawValue)
+        ledger.refusing.store(false, ordering: .relaxed)
+        #expect(TenderCLI.run(["payments", "release", "--refund-id", refundId], environment: environment) == ExitCode.success.rawValue)
+        Self.resolve(h, seconds: 0.3)
+        #expect(try refundCalls() == Int64(attemptsMax) + 1)
+        let released = try #require(objects(try h.get("/v1/payments/\(paymentId)/refunds").json()["data"]).first)
+        #expect(released["status"] as? String == "succeeded")
+        #expect(released["needsOperator"] as? Bool == false)
+        #expect(try h.refund(paymentId, amount: "5.00", key: "rf-overflow").status == 200)
     }
 
     @Test func paymentOutcomeThePostgresSchemaRefusesIsBoundedToo() throws {
