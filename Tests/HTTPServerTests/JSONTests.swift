@@ -200,6 +200,32 @@ let bodyScanCases: [BodyScanCase] = [
         _ = try JSONCoding.decode(JSONValue.self, from: Array(body.utf8))
     }
 
+    /// The scan runs on hostile bytes before any parser: every prefix and seeded random mutations of
+    /// bodies full of escapes must end in an answer, never a trap.
+    @Test func everyPrefixAndMutationEndsCleanly() {
+        let seeds = bodyScanCases.map(\.body) + [#"{"a":"\ud83d\ude00","b":[{"c":"\\","d":"\u00e9"}],"e":"\"x\""}"#]
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return state
+        }
+        let alphabet = Array(#"{}[]:,"\u0dD8Cc0aF "#.utf8) + [0, 0xC3, 0xA9]
+        for seed in seeds {
+            let bytes = Array(seed.utf8)
+            for end in 0...bytes.count { _ = JSONBodyScan.firstFinding(in: Array(bytes[0..<end])) }
+            for _ in 0..<300 {
+                var mutated = bytes
+                for _ in 0..<(1 + Int(next() % 4)) where !mutated.isEmpty {
+                    mutated[Int(next() % UInt64(mutated.count))] = alphabet[Int(next() % UInt64(alphabet.count))]
+                }
+                _ = JSONBodyScan.firstFinding(in: mutated)
+                _ = try? JSONCoding.checkBody(mutated)
+            }
+        }
+    }
+
     @Test func aLongPathIsCutToTheLimit() {
         let name = String(repeating: "n", count: 1_000)
         let problem = #expect(throws: HTTPProblem.self) { try JSONCoding.checkBody(Array("{\"\(name)\":1,\"\(name)\":2}".utf8)) }
