@@ -130,7 +130,9 @@ public final class KeyStore: Sendable {
         // this one: its key would decrypt that merchant's tokens here (and EC_v1 would derive with the
         // other merchant's id).
         let named = ApplePayKeyDerivation.merchantIdHash(from: certificate)
-        if named == nil, certificate.extensionValue(oid: AppleOID.merchantIdentifier) != nil {
+        // A processing certificate's extension feeds the KDF, so it must read as a SHA-256; an identity
+        // certificate is only judged when its extension reads as one.
+        if named == nil, kind == .processing, certificate.extensionValue(oid: AppleOID.merchantIdentifier) != nil {
             throw TenderError("certificate_invalid", "the merchant identifier extension \(AppleOID.merchantIdentifier) is not a SHA-256")
         }
         if let named, named != Digest.sha256(merchantId) {
