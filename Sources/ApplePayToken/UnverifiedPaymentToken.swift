@@ -135,9 +135,13 @@ public struct UnverifiedPaymentToken: Sendable {
         (ephemeralPublicKey ?? wrappedKey ?? []) + encryptedData + transactionId + applicationData
     }
 
-    private static func base64(_ text: String, field: String) throws(TokenError) -> [UInt8] {
-        guard let data = Data(base64Encoded: text), !data.isEmpty else {
-            throw TokenError(.tokenMalformed, "\(field) is not base64")
+    /// Apple writes every binary token field as canonical padded Base64 (RFC 4648 §4): exactly the
+    /// padding the length needs, no whitespace, zero bits below the padding. Anything else (an extra
+    /// `=`, a missing one, a line break) is not a token Apple produced, so it is refused rather than
+    /// read leniently: the canonical re-encoding must give back the very text received.
+    static func base64(_ text: String, field: String) throws(TokenError) -> [UInt8] {
+        guard let data = Data(base64Encoded: text), !data.isEmpty, data.base64EncodedString() == text else {
+            throw TokenError(.tokenMalformed, "\(field) is not canonical padded base64")
         }
         return Array(data)
     }

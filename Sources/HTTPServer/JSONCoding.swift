@@ -15,16 +15,11 @@ public enum JSONCoding {
     /// Deepest accepted nesting of arrays and objects in a request body.
     public static let depthMax = 32
 
-    /// Decodes a request body as `T`; a bad body throws a 400 problem (`malformed_json` or `json_too_deep`)
-    /// with a generic detail and, where the decoder names a field, a field-level error.
+    /// Decodes a request body as `T`; a bad body throws a 400 problem (`malformed_json`, `json_too_deep`,
+    /// or one of `checkBody`'s) with a generic detail and, where the decoder names a field, a field-level error.
     /// A problem thrown by `T`'s own `init(from:)` (e.g. `unknown_field`) passes through unchanged.
     public static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws(HTTPProblem) -> T {
-        guard !body.isEmpty else { throw malformed() }
-        guard String(validating: body, as: UTF8.self) != nil else { throw malformed() }
-        guard nestingDepth(body) <= depthMax else {
-            throw HTTPProblem(status: 400, code: "json_too_deep", title: "JSON too deep",
-                              detail: "The request body nests arrays or objects deeper than \(depthMax) levels.")
-        }
+        try checkBody(body)
         do {
             return try decoder.decode(T.self, from: Data(body))
         } catch let problem as HTTPProblem {
@@ -34,6 +29,30 @@ public enum JSONCoding {
         } catch {
             throw malformed()
         }
+    }
+
+    /// The checks every JSON request body passes before any decoder reads it (the one JSON edge: `decode`
+    /// runs it, and so must any route that parses a body another way): non-empty valid UTF-8, nesting
+    /// within `depthMax`, and `JSONBodyScan`'s refusals, each a 400 naming the field:
+    /// `duplicate_field`, `nul_character` (PostgreSQL text cannot store U+0000), `invalid_unicode_escape`.
+    public static func checkBody(_ body: [UInt8]) throws(HTTPProblem) {
+        guard !body.isEmpty else { throw malformed() }
+        guard String(validating: body, as: UTF8.self) != nil else { throw malformed() }
+        guard nestingDepth(body) <= depthMax else {
+            throw HTTPProblem(status: 400, code: "json_too_deep", title: "JSON too deep",
+                              detail: "The request body nests arrays or objects deeper than \(depthMax) levels.")
+        }
+        guard let finding = JSONBodyScan.firstFinding(in: body) else { return }
+        let (code, title, message): (String, String, String) = switch finding.kind {
+        case .duplicateField:
+            ("duplicate_field", "Duplicate field", "This member appears more than once in its object.")
+        case .nulCharacter:
+            ("nul_character", "NUL character", "Strings must not contain U+0000.")
+        case .invalidUnicodeEscape:
+            ("invalid_unicode_escape", "Invalid Unicode escape", "A \\u escape is an unpaired UTF-16 surrogate.")
+        }
+        throw HTTPProblem(status: 400, code: code, title: title, detail: "The request body has a field Tender refuses.",
+                          errors: [.init(field: finding.field, code: code, message: message)])
     }
 
     /// Deepest bracket nesting outside strings; a cheap pre-check so a hostile body never reaches the recursive parser.

@@ -66,7 +66,7 @@ public enum ProcessorOutcome: Sendable, Equatable {
 }
 
 /// Why Tender refused a payment before calling the processor; stable codes stored as `failure_code`.
-public enum PaymentFailure: String, Sendable, CaseIterable {
+public enum PaymentFailure: String, Error, Sendable, CaseIterable {
     /// The token failed verification or decryption (the token error's own code is kept beside it).
     case tokenRejected = "token_rejected"
     /// The Apple transactionId was already used (Apple step 5).
@@ -85,6 +85,8 @@ public enum PaymentFailure: String, Sendable, CaseIterable {
     case sessionNotPayable = "session_not_payable"
     /// Another payment of this session is pending or succeeded.
     case sessionPaymentInProgress = "session_payment_in_progress"
+    /// The unsigned `paymentMethod.network` names another scheme than the decrypted DPAN's BIN.
+    case networkMismatch = "payment_network_mismatch"
 }
 
 /// The one error type of Payments: a stable code and a detail free of card data.

@@ -17,6 +17,8 @@ public final class TenderApp: Sendable {
     public let finance: FinanceFeature
     /// Payments and refunds (TenderServer/Payments).
     public let payments: PaymentsService
+    /// Derives checkout client secrets from the master key (never stored).
+    public let clientSecrets: ClientSecretKey
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -30,10 +32,12 @@ public final class TenderApp: Sendable {
         self.tokens = TokenService(configuration: configuration, keyStore: KeyStore(
             pool: pool, masterKeyFile: configuration.masterKeyFile,
             onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
+        self.clientSecrets = ClientSecretKey(masterKeyFile: configuration.masterKeyFile, logger: logger)
         self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
-                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue))
+                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue),
+                                             metrics: metrics)
     }
 
     /// The full route table.
@@ -57,27 +61,58 @@ public final class TenderApp: Sendable {
     }
 
     /// Maps infrastructure failures to problems a client can act on: an unreachable or saturated
-    /// database is `503 database_unavailable` with `Retry-After`, never a 500 with internals.
+    /// database is `503 database_unavailable` with `Retry-After`, a COMMIT whose answer was lost is
+    /// `503 transaction_outcome_unknown` with `Retry-After`, never a 500 with internals.
     public func guarded(_ handler: @escaping HTTPHandler) -> HTTPHandler {
         { [logger] request in
             do {
                 return try handler(request)
             } catch let error as PostgresError {
-                switch error.code {
-                case .connectionFailed, .poolTimeout, .poolExhausted, .poolClosed, .statementTimeout:
-                    logger.warning("database unavailable", [("code", error.code.rawValue), ("request_id", request.requestID)])
-                    throw HTTPProblem(status: 503, code: "database_unavailable", title: "Service unavailable",
-                                      detail: "The database is temporarily unavailable; retry later.",
-                                      headers: HTTPHeaders([("Retry-After", "1")]))
-                default:
+                let problem = Self.problem(for: error)
+                if problem.status == 503 {
+                    logger.warning("database unavailable", [("code", error.code.rawValue), ("sqlstate", error.sqlState ?? ""),
+                                                            ("request_id", request.requestID)])
+                } else {
                     logger.error("database error", [("code", error.code.rawValue), ("sqlstate", error.sqlState ?? ""),
                                                     ("request_id", request.requestID)])
-                    throw HTTPProblem(status: 500, code: "internal_error", title: "Internal error",
-                                      detail: "The request could not be completed.")
                 }
+                throw problem
             }
         }
     }
+
+    /// The client's view of a database failure. Everything transient is a 503 with `Retry-After`:
+    /// a retry is safe because money-moving and idempotent routes re-read by their Idempotency-Key.
+    /// A lost COMMIT answer has its own code: the change may or may not have committed, and only a
+    /// retry with the same key tells (it replays, resumes or starts afresh, never doubles).
+    static func problem(for error: PostgresError) -> HTTPProblem {
+        let retryAfter = HTTPHeaders([("Retry-After", "1")])
+        switch error.code {
+        case .transactionCommitUnknown:
+            return HTTPProblem(status: 503, code: "transaction_outcome_unknown", title: "Service unavailable",
+                               detail: "The database connection was lost while committing; retry with the same Idempotency-Key.",
+                               headers: retryAfter)
+        case .connectionFailed, .poolTimeout, .poolExhausted, .poolClosed, .statementTimeout, .transactionBeginFailed,
+             .transactionRollbackFailed:
+            return databaseUnavailable
+        case .queryFailed, .transactionCommitFailed:
+            // 08 connection exception, 53 insufficient resources, 57P0x shutdown, 40001/40P01 retryable.
+            if let state = error.sqlState, state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P")
+                || error.isSerializationFailure {
+                return databaseUnavailable
+            }
+            return internalError
+        case .decodeFailed:
+            return internalError
+        }
+    }
+
+    static let databaseUnavailable = HTTPProblem(status: 503, code: "database_unavailable", title: "Service unavailable",
+                                                 detail: "The database is temporarily unavailable; retry later.",
+                                                 headers: HTTPHeaders([("Retry-After", "1")]))
+
+    static let internalError = HTTPProblem(status: 500, code: "internal_error", title: "Internal error",
+                                           detail: "The request could not be completed.")
 
     /// Wraps a merchant endpoint: `Authorization: Bearer <API key>` or 401 problem+json.
     public func authenticated(_ handler: @escaping @Sendable (HTTPRequest, Merchant) throws -> HTTPResponse) -> HTTPHandler {

@@ -51,7 +51,11 @@ public enum Idempotency {
     /// The key row is inserted in the same transaction as the effect, so a concurrent request with the
     /// same key waits on the unique index and then replays the committed response. A body that throws
     /// rolls everything back, so validation failures are not stored (I7) and a corrected retry works.
+    /// `storing` picks the bytes kept for the replay and `replaying` rebuilds the response from them, so
+    /// a secret in the response can be left out of the row and restored on replay.
     public static func singlePhase(pool: PostgresPool, merchantId: String, key: String?, request: HTTPRequest,
+                                   storing: (HTTPResponse) throws -> [UInt8] = { $0.body },
+                                   replaying: (HTTPResponse) throws -> HTTPResponse = { $0 },
                                    _ body: (PostgresConnection) throws -> HTTPResponse) throws -> HTTPResponse {
         guard let key else {
             return try pool.transaction { conn in try body(conn) }
@@ -63,14 +67,14 @@ public enum Idempotency {
                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1 AS fresh
                 """, [merchantId, key, fingerprint])
             if inserted.first == nil {
-                return try replay(conn: conn, merchantId: merchantId, key: key, fingerprint: fingerprint)
+                return try replaying(try replay(conn: conn, merchantId: merchantId, key: key, fingerprint: fingerprint))
             }
             let response = try body(conn)
             _ = try conn.execute("""
                 UPDATE idempotency_keys SET response_status = $3, response_body = $4, finished_at = now(),
                        recovery_point = 'finished'
                 WHERE merchant_id = $1 AND idempotency_key = $2
-                """, [merchantId, key, response.status, response.body])
+                """, [merchantId, key, response.status, try storing(response)])
             return response
         }
     }

@@ -137,6 +137,27 @@ let ruleCases: [RuleCase] = [
     RuleCase(rule: "json_depth_is_bounded", expected: .tokenTooLarge) { f in
         (Array((String(repeating: "[", count: 9) + String(repeating: "]", count: 9)).utf8), f.decryptor(), fixtureTime)
     },
+    // Apple writes canonical padded Base64: the same bytes spelled any other way are not Apple's token.
+    RuleCase(rule: "data_is_canonical_base64_no_extra_padding", expected: .tokenMalformed) { f in
+        (try f.editedPaymentData { $0["data"] = try #require($0["data"] as? String) + "==" }, f.decryptor(), fixtureTime)
+    },
+    RuleCase(rule: "signature_is_canonical_base64_no_extra_padding", expected: .tokenMalformed) { f in
+        (try f.editedPaymentData { $0["signature"] = try #require($0["signature"] as? String) + "=" }, f.decryptor(), fixtureTime)
+    },
+    RuleCase(rule: "ephemeralPublicKey_is_canonical_base64_no_extra_padding", expected: .tokenMalformed) { f in
+        (try f.editedHeader { $0["ephemeralPublicKey"] = try #require($0["ephemeralPublicKey"] as? String) + "=" }, f.decryptor(), fixtureTime)
+    },
+    RuleCase(rule: "ephemeralPublicKey_is_canonical_base64_padding_kept", expected: .tokenMalformed) { f in
+        (try f.editedHeader {
+            $0["ephemeralPublicKey"] = try #require($0["ephemeralPublicKey"] as? String).replacingOccurrences(of: "=", with: "")
+        }, f.decryptor(), fixtureTime)
+    },
+    RuleCase(rule: "publicKeyHash_is_canonical_base64_no_line_break", expected: .tokenMalformed) { f in
+        (try f.editedHeader {
+            let text = try #require($0["publicKeyHash"] as? String)
+            $0["publicKeyHash"] = String(text.prefix(20)) + "\r\n" + String(text.dropFirst(20))
+        }, f.decryptor(), fixtureTime)
+    },
 ]
 
 @Suite struct VerificationRuleTests {

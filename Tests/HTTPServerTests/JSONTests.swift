@@ -137,3 +137,98 @@ func nested(_ depth: Int) -> [UInt8] {
         #expect(!ServerCore.isSafeHeader(name: "Content-Length", value: "5"))
     }
 }
+
+/// One row per refusal of the JSON edge (`JSONCoding.checkBody`), named after the rule it breaks.
+struct BodyScanCase: CustomTestStringConvertible, Sendable {
+    let rule: String
+    let body: String
+    let code: String
+    let field: String
+    var testDescription: String { rule }
+}
+
+let bodyScanCases: [BodyScanCase] = [
+    BodyScanCase(rule: "nul_escape_in_a_value", body: #"{"label":"a\u0000b"}"#, code: "nul_character", field: "label"),
+    BodyScanCase(rule: "nul_escape_upper_hex", body: #"{"a":{"b":"\u0000"}}"#, code: "nul_character", field: "a.b"),
+    BodyScanCase(rule: "nul_escape_in_an_array_element", body: #"{"items":[{"l":"x"},{"l":"\u0000"}]}"#,
+                 code: "nul_character", field: "items[1].l"),
+    BodyScanCase(rule: "nul_escape_in_a_member_name", body: #"{"metadata":{"k\u0000":"v"}}"#,
+                 code: "nul_character", field: "metadata.k\u{FFFD}"),
+    BodyScanCase(rule: "nul_escape_in_a_top_level_array", body: #"[{"region":"\u0000"}]"#, code: "nul_character",
+                 field: "[0].region"),
+    BodyScanCase(rule: "nul_escape_after_an_escaped_backslash", body: #"{"a":"\\\u0000"}"#, code: "nul_character", field: "a"),
+    BodyScanCase(rule: "duplicate_member", body: #"{"currencyCode":"USD","currencyCode":"EUR"}"#,
+                 code: "duplicate_field", field: "currencyCode"),
+    BodyScanCase(rule: "duplicate_member_nested", body: #"{"lineItems":[{"label":"a","amount":"1","label":"b"}]}"#,
+                 code: "duplicate_field", field: "lineItems[0].label"),
+    BodyScanCase(rule: "duplicate_member_spelled_with_an_escape", body: #"{"amount":"1.00","\u0061mount":"9.00"}"#,
+                 code: "duplicate_field", field: "amount"),
+    BodyScanCase(rule: "duplicate_member_canonically_equivalent", body: "{\"m\":{\"\u{E9}\":\"1\",\"e\\u0301\":\"2\"}}",
+                 code: "duplicate_field", field: "m.\u{E9}"),
+    BodyScanCase(rule: "duplicate_member_after_a_nested_object", body: #"{"token":{"a":{"b":1}},"token":{}}"#,
+                 code: "duplicate_field", field: "token"),
+    BodyScanCase(rule: "unpaired_high_surrogate", body: #"{"a":"\ud800x"}"#, code: "invalid_unicode_escape", field: "a"),
+    BodyScanCase(rule: "unpaired_low_surrogate", body: #"{"a":"\udc00"}"#, code: "invalid_unicode_escape", field: "a"),
+]
+
+@Suite struct JSONBodyScanTests {
+    @Test(arguments: bodyScanCases)
+    func eachRefusalNamesItsField(_ row: BodyScanCase) {
+        let problem = #expect(throws: HTTPProblem.self) { try JSONCoding.checkBody(Array(row.body.utf8)) }
+        #expect(problem?.status == 400, "\(row.rule)")
+        #expect(problem?.code == row.code, "\(row.rule)")
+        #expect(problem?.errors == [.init(field: row.field, code: row.code, message: problem?.errors.first?.message ?? "")],
+                "\(row.rule)")
+        // Every route decodes through `decode`, which runs the same check first.
+        let decoded = #expect(throws: HTTPProblem.self) { try JSONCoding.decode(JSONValue.self, from: Array(row.body.utf8)) }
+        #expect(decoded?.code == row.code, "\(row.rule)")
+    }
+
+    @Test func aRawNULByteInsideAStringIsNamedToo() {
+        let problem = #expect(throws: HTTPProblem.self) { try JSONCoding.checkBody(Array(#"{"a":"x"#.utf8) + [0] + Array(#""}"#.utf8)) }
+        #expect(problem?.code == "nul_character")
+        #expect(problem?.errors.first?.field == "a")
+    }
+
+    @Test(arguments: [
+        #"{"a":"\u0001 \\u0000 \/ \"","b":[1,{"a":1}],"c":{"a":{"a":1}},"d":"\ud83d\ude00"}"#,
+        #"[{"a":1},{"a":2}]"#,
+        #"{"A":1,"a":2}"#,
+    ])
+    func sameNamesInDifferentObjectsAndEscapedLookalikesPass(body: String) throws {
+        try JSONCoding.checkBody(Array(body.utf8))
+        _ = try JSONCoding.decode(JSONValue.self, from: Array(body.utf8))
+    }
+
+    /// The scan runs on hostile bytes before any parser: every prefix and seeded random mutations of
+    /// bodies full of escapes must end in an answer, never a trap.
+    @Test func everyPrefixAndMutationEndsCleanly() {
+        let seeds = bodyScanCases.map(\.body) + [#"{"a":"\ud83d\ude00","b":[{"c":"\\","d":"\u00e9"}],"e":"\"x\""}"#]
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return state
+        }
+        let alphabet = Array(#"{}[]:,"\u0dD8Cc0aF "#.utf8) + [0, 0xC3, 0xA9]
+        for seed in seeds {
+            let bytes = Array(seed.utf8)
+            for end in 0...bytes.count { _ = JSONBodyScan.firstFinding(in: Array(bytes[0..<end])) }
+            for _ in 0..<300 {
+                var mutated = bytes
+                for _ in 0..<(1 + Int(next() % 4)) where !mutated.isEmpty {
+                    mutated[Int(next() % UInt64(mutated.count))] = alphabet[Int(next() % UInt64(alphabet.count))]
+                }
+                _ = JSONBodyScan.firstFinding(in: mutated)
+                _ = try? JSONCoding.checkBody(mutated)
+            }
+        }
+    }
+
+    @Test func aLongPathIsCutToTheLimit() {
+        let name = String(repeating: "n", count: 1_000)
+        let problem = #expect(throws: HTTPProblem.self) { try JSONCoding.checkBody(Array("{\"\(name)\":1,\"\(name)\":2}".utf8)) }
+        #expect(problem?.errors.first?.field.utf8.count == JSONBodyScan.fieldPathBytesMax)
+    }
+}

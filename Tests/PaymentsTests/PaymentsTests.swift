@@ -119,3 +119,36 @@ struct RefundRuleTests {
         #expect(!RefundRules.fits(capturedMinor: Int64.max, alreadyRefundedMinor: Int64.max, amountMinor: 1))
     }
 }
+
+/// The stored network is the DPAN's scheme; an unsigned claim may only agree with it.
+struct PaymentNetworkTests {
+    @Test(arguments: [
+        ("4111111111119876", "Visa", "Visa"),
+        ("4111111111119876", nil, "Visa"),
+        ("4111111111119876", "CartesBancaires", "Visa"),        // co-badged: the scheme of the number
+        ("5555555555554444", "MasterCard", "MasterCard"),
+        ("2223003122003222", "mastercard", "MasterCard"),
+        ("378282246310005", "AmEx", "AmEx"),
+        ("6011111111111117", "Discover", "Discover"),
+        ("3530111333300000", "JCB", "JCB"),
+        ("6212345678901232", "Discover", "ChinaUnionPay"),     // UnionPay co-brand accepted as Discover
+        ("5018000000000009", "Maestro", "Maestro"),            // outside the major ranges: the domestic claim
+        ("9999000000000000", "Interac\u{0}<x>", "Interacx"),   // only letters and digits of a claim are kept
+        ("9999000000000000", nil, "unknown"),
+    ] as [(String, String?, String)])
+    func networkComesFromTheBIN(dpan: String, claimed: String?, expected: String) {
+        #expect(PaymentNetwork.resolve(claimed: claimed, dpan: dpan) == .success(expected))
+    }
+
+    @Test(arguments: [
+        ("4111111111119876", "AmEx"),          // the reported case: a Visa DPAN presented as Amex
+        ("5555555555554444", "Visa"),
+        ("378282246310005", "MasterCard"),
+        ("9999000000000000", "Visa"),          // a major scheme the digits do not show
+        ("6011111111111117", "JCB"),
+    ])
+    func aClaimNamingAnotherSchemeIsRefused(dpan: String, claimed: String) {
+        #expect(PaymentNetwork.resolve(claimed: claimed, dpan: dpan) == .failure(.networkMismatch))
+        #expect(PaymentFailure.networkMismatch.rawValue == "payment_network_mismatch")
+    }
+}

@@ -19,6 +19,7 @@ public enum TenderCLI {
           sandbox init|token    a local stand-in for Apple: test CA files, minted EC_v1 tokens
           finance-bench         print the finance feed's catch-up and live-latency figures
           reconcile             import a settlement report file and print the reconciliation summary
+          payments needs-operator|release   outcomes Tender could not record, for an operator
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -56,6 +57,8 @@ public enum TenderCLI {
             case "finance-bench": return try FinanceBenchCommand.run(rest, environment: environment).rawValue
             case "reconcile":
                 return try ReconcileCommand.run(rest, environment: environment).rawValue
+            case "payments":
+                return try PaymentsCommands.run(rest, environment: environment).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue

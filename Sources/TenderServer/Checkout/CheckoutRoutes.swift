@@ -6,12 +6,13 @@ import PaymentRequest
 import Postgres
 
 /// `POST /v1/checkout-sessions` response and `GET /v1/checkout-sessions/{id}` (CONTRACT §3).
-struct SessionView: Encodable {
+struct SessionView: Codable {
     let id: String
     let status: String
     let version: Int
-    /// Only in the creation response (and its idempotent replay): Tender keeps only its SHA-256.
-    let clientSecret: String?
+    /// Only in the creation response (and its idempotent replay, which re-derives it): Tender keeps
+    /// only its SHA-256.
+    var clientSecret: String?
     let expiresAt: String
     let totalMinor: Int64
     let currencyCode: String
@@ -73,12 +74,14 @@ extension TenderApp {
         guard tooLarge.isEmpty else { throw CheckoutProblems.badRequest(PaymentRequestError(tooLarge)) }
         let profile = try merchant.profile()
         let now = Clock.now()
-        return try Idempotency.singlePhase(pool: pool, merchantId: merchant.merchantId, key: key, request: request) { conn in
+        return try Idempotency.singlePhase(pool: pool, merchantId: merchant.merchantId, key: key, request: request,
+                                           storing: { try Self.sessionWithoutSecret($0) },
+                                           replaying: { try self.sessionWithSecret($0) }) { conn in
             let code = cart.couponCode ?? ""
             let coupon = code.isEmpty ? nil : try CouponStore.find(merchantId: merchant.merchantId, code: code, on: conn)
             let taxRules = try TaxRateStore.rules(merchantId: merchant.merchantId, on: conn)
             let sessionId = CheckoutIdentifiers.newSessionId()
-            let clientSecret = CheckoutIdentifiers.newClientSecret(sessionId: sessionId)
+            let clientSecret = try CheckoutIdentifiers.clientSecret(sessionId: sessionId, key: clientSecrets)
             let applicationData = CheckoutIdentifiers.newApplicationData()
             let priced: PricedCheckout
             do throws(PaymentRequestError) {
@@ -99,6 +102,27 @@ extension TenderApp {
                                      paymentRequest: priced.paymentRequest),
                          status: 201)
         }
+    }
+
+    /// The creation response as kept for its idempotent replay: everything but the client secret.
+    static func sessionWithoutSecret(_ response: HTTPResponse) throws -> [UInt8] {
+        guard response.status == 201 else { return response.body }
+        var view = try JSONCoding.decoder.decode(SessionView.self, from: Data(response.body))
+        view.clientSecret = nil
+        return Array(try JSONCoding.encoder.encode(view))
+    }
+
+    /// A replayed creation response with its client secret derived again (the same bytes as the first answer).
+    func sessionWithSecret(_ stored: HTTPResponse) throws -> HTTPResponse {
+        guard stored.status == 201 else { return stored }
+        var view = try JSONCoding.decoder.decode(SessionView.self, from: Data(stored.body))
+        // A response stored before secrets were derived still holds its own (random) secret.
+        if view.clientSecret == nil {
+            view.clientSecret = try CheckoutIdentifiers.clientSecret(sessionId: view.id, key: clientSecrets)
+        }
+        var response = HTTPResponse.json(view, status: 201)
+        response.headers = stored.headers
+        return response
     }
 
     // MARK: - Read

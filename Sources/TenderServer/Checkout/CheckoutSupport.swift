@@ -2,12 +2,16 @@ import Crypto
 import Foundation
 import HTTPServer
 import Money
+import Observability
 import PaymentRequest
+import Synchronization
 
 /// Identifiers and secrets of checkout sessions (CONTRACT §3).
 ///
 /// A session id is `cs_` + 24 lowercase alphanumerics; its client secret is
-/// `<session id>_secret_<64 hex>`. Only SHA-256 of the whole client secret is stored.
+/// `<session id>_secret_<64 hex>`, the hex being HMAC-SHA256 of the session id under
+/// `ClientSecretKey` (derived from the master key). Only SHA-256 of the whole client secret is stored,
+/// and an idempotent replay of the creation re-derives it: no row a database reader sees holds it.
 public enum CheckoutIdentifiers {
     static let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
     /// Characters after `cs_` in a session id.
@@ -35,9 +39,10 @@ public enum CheckoutIdentifiers {
         return utf8[3...].allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) }
     }
 
-    /// A client secret for `sessionId`.
-    public static func newClientSecret(sessionId: String) -> String {
-        "\(sessionId)_secret_\(hexEncoded(SecureRandom.bytes(32)))"
+    /// The client secret of `sessionId` under `key` (a PRF of the unguessable session id: as
+    /// unpredictable as random bytes to anyone without the key, and re-derivable by every node).
+    public static func clientSecret(sessionId: String, key: ClientSecretKey) throws -> String {
+        "\(sessionId)_secret_\(hexEncoded(try key.mac(Array(sessionId.utf8))))"
     }
 
     /// The session id a presented client secret names, or nil when it is not in the exact format.
@@ -185,6 +190,50 @@ extension Merchant {
                 domains: domains)
         } catch {
             throw TenderError("merchant_profile_invalid", "merchant \(merchantId) has an unknown country")
+        }
+    }
+}
+
+/// The key of checkout client secrets: HMAC-SHA256 of its own label under the master key (key
+/// separation from the history-token and key-sealing uses), loaded on first use.
+public final class ClientSecretKey: Sendable {
+    static let label = "tender.checkout.client-secret.v1"
+
+    private enum Source: Sendable {
+        case file(String, Logger)
+        case master(SecretBytes)
+    }
+
+    private let source: Source
+    private let derived = Mutex<[UInt8]?>(nil)
+
+    /// Reads (or creates) the master key file on first use.
+    public init(masterKeyFile: String, logger: Logger) { source = .file(masterKeyFile, logger) }
+
+    /// Derives from a master key held in memory (tests, tools).
+    public init(masterKey: SecretBytes) { source = .master(masterKey) }
+
+    /// HMAC-SHA256 of `message` under the derived key.
+    func mac(_ message: [UInt8]) throws -> [UInt8] {
+        Digest.hmacSHA256(key: try key(), message: message)
+    }
+
+    private func key() throws -> [UInt8] {
+        if let key = derived.withLock({ $0 }) { return key }
+        let master: SecretBytes
+        switch source {
+        case .master(let key):
+            master = key
+        case .file(let path, let logger):
+            let (loaded, created) = try MasterKey.loadOrCreate(path: path)
+            if created { logger.warning("master key created", [("path", path)]) }
+            master = loaded
+        }
+        let key = Digest.hmacSHA256(key: master.unsafeRevealedCopy(), message: Array(Self.label.utf8))
+        return derived.withLock { stored in
+            if let stored { return stored }
+            stored = key
+            return key
         }
     }
 }

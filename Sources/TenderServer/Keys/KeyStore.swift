@@ -125,6 +125,20 @@ public final class KeyStore: Sendable {
             }
             publicKeyHash = merchantKey.publicKeyHashBase64
         }
+        // Apple's certificates name their merchant in extension 1.2.840.113635.100.6.32 (SHA-256 of the
+        // merchant identifier, hex). A certificate issued to another merchant must not be stored under
+        // this one: its key would decrypt that merchant's tokens here (and EC_v1 would derive with the
+        // other merchant's id).
+        let named = ApplePayKeyDerivation.merchantIdHash(from: certificate)
+        // A processing certificate's extension feeds the KDF, so it must read as a SHA-256; an identity
+        // certificate is only judged when its extension reads as one.
+        if named == nil, kind == .processing, certificate.extensionValue(oid: AppleOID.merchantIdentifier) != nil {
+            throw TenderError("certificate_invalid", "the merchant identifier extension \(AppleOID.merchantIdentifier) is not a SHA-256")
+        }
+        if let named, named != Digest.sha256(merchantId) {
+            throw TenderError("certificate_merchant_mismatch",
+                              "the certificate's merchant identifier (\(AppleOID.merchantIdentifier)) is not \(merchantId)'s")
+        }
         let keyId = Self.newKeyId()
         let pkcs8: SecretBytes
         do { pkcs8 = try key.pkcs8DER() } catch { throw TenderError("private_key_invalid", "cannot encode the key as PKCS#8") }

@@ -88,6 +88,9 @@ struct PaymentRecord: Sendable {
     let processorKey: String
     let idempotencyKey: String?
     let createdAt: Date
+    /// Set when the processor's outcome could not be recorded `recordAttemptsMax` times: the resolver
+    /// leaves the payment to an operator.
+    let needsOperatorAt: Date?
 
     init(row: PostgresRow) throws {
         paymentId = try row.decode("payment_id")
@@ -113,6 +116,7 @@ struct PaymentRecord: Sendable {
         processorKey = try row.decode("processor_key")
         idempotencyKey = try row.decodeIfPresent("idempotency_key")
         createdAt = try row.decode("created_at")
+        needsOperatorAt = try row.decodeIfPresent("needs_operator_at")
     }
 
     static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false, skipLocked: Bool = false) throws -> PaymentRecord? {
@@ -120,17 +124,17 @@ struct PaymentRecord: Sendable {
         case (false, _): """
             SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at FROM payments WHERE payment_id = $1
+               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments WHERE payment_id = $1
             """
         case (true, false): """
             SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at FROM payments WHERE payment_id = $1 FOR UPDATE
+               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments WHERE payment_id = $1 FOR UPDATE
             """
         case (true, true): """
             SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at FROM payments WHERE payment_id = $1 FOR UPDATE SKIP LOCKED
+               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments WHERE payment_id = $1 FOR UPDATE SKIP LOCKED
             """
         }
         return try conn.query(sql, [id]).first.map(PaymentRecord.init(row:))
@@ -139,7 +143,7 @@ struct PaymentRecord: Sendable {
     static let listSQL: SQL = """
         SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at FROM payments
+               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments
         WHERE merchant_id = $1
           AND ($2::text IS NULL OR session_id = $2)
           AND ($3::text IS NULL OR status = $3)
@@ -167,6 +171,9 @@ struct PaymentView: Encodable {
     let failureCode: String?
     let tokenErrorCode: String?
     let createdAt: String
+    /// True when Tender could not record the processor's outcome and stopped retrying: an operator must
+    /// settle it (the status stays `pending` until then).
+    let needsOperator: Bool
 
     init(_ p: PaymentRecord) {
         id = p.paymentId
@@ -184,5 +191,6 @@ struct PaymentView: Encodable {
         failureCode = p.failureCode
         tokenErrorCode = p.tokenErrorCode
         createdAt = RFC3339.string(from: p.createdAt)
+        needsOperator = p.needsOperatorAt != nil
     }
 }

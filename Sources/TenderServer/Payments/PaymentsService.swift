@@ -20,6 +20,10 @@ public struct PaymentsSettings: Sendable {
     public var resolverBatchMax = 32
     /// Longest wait between two resolver attempts of one payment.
     public var resolverBackoffMaxMilliseconds = 300_000
+    /// Failed recordings of one processor outcome (`TENDER_PAYMENTS_RECORD_ATTEMPTS_MAX`) after which the
+    /// payment or refund is marked for an operator and never re-sent by the resolver again. Each
+    /// failure backs off exponentially from `resolverIntervalMilliseconds`, so the default spans minutes.
+    public var recordAttemptsMax = 8
     /// Default and largest page of `GET /v1/payments`.
     public var listLimitDefault = 20
     /// Largest accepted `limit`.
@@ -28,7 +32,8 @@ public struct PaymentsSettings: Sendable {
     /// Defaults.
     public init() {}
 
-    /// From the environment: `TENDER_PAYMENTS_KEY_LOCK_MS`, `TENDER_PAYMENTS_RESOLVER_INTERVAL_MS`; by default
+    /// From the environment: `TENDER_PAYMENTS_KEY_LOCK_MS`, `TENDER_PAYMENTS_RESOLVER_INTERVAL_MS`,
+    /// `TENDER_PAYMENTS_RECORD_ATTEMPTS_MAX`; by default
     /// the lock covers every processor attempt (`TENDER_PROCESSOR_TIMEOUT_MS` × 3) plus 10 s.
     public static func load(environment: [String: String], processorTimeoutMilliseconds: Int) throws(ConfigurationError) -> PaymentsSettings {
         var s = PaymentsSettings()
@@ -36,6 +41,8 @@ public struct PaymentsSettings: Sendable {
                                                                 default: processorTimeoutMilliseconds * 3 + 10_000, range: 100...3_600_000)
         s.resolverIntervalMilliseconds = try TenderConfiguration.integer(environment, "TENDER_PAYMENTS_RESOLVER_INTERVAL_MS",
                                                                          default: s.resolverIntervalMilliseconds, range: 10...600_000)
+        s.recordAttemptsMax = try TenderConfiguration.integer(environment, "TENDER_PAYMENTS_RECORD_ATTEMPTS_MAX",
+                                                              default: s.recordAttemptsMax, range: 1...1_000)
         return s
     }
 }
@@ -56,12 +63,15 @@ public final class PaymentsService: Sendable {
     let settings: PaymentsSettings
     let logger: Logger
     let crash: CrashHook
+    let metrics: MetricsRegistry
     let resolver = Mutex<ResolverLoop?>(nil)
+    /// Payments and refunds waiting for an operator, as counted by the last resolver pass.
+    let needsOperatorCounts = Mutex<(payments: Int64, refunds: Int64)>((0, 0))
 
     /// Wires the service.
     public init(pool: PostgresPool, verifier: any PaymentTokenVerifying, processor: any PaymentProcessor,
                 sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(), settings: PaymentsSettings = PaymentsSettings(),
-                logger: Logger, crash: CrashHook = .disarmed) {
+                logger: Logger, crash: CrashHook = .disarmed, metrics: MetricsRegistry = MetricsRegistry()) {
         self.pool = pool
         self.merchants = MerchantStore(pool: pool)
         self.verifier = verifier
@@ -70,6 +80,14 @@ public final class PaymentsService: Sendable {
         self.settings = settings
         self.logger = logger
         self.crash = crash
+        self.metrics = metrics
+        metrics.describe("tender_payments_outcome_record_failures_total",
+                         help: "Processor outcomes that could not be recorded, by kind (payment, refund).")
+        metrics.describe("tender_payments_needs_operator_total", help: "Payments and refunds marked for an operator, by kind.")
+        metrics.registerGauge("tender_payments_needs_operator") { [weak self] in
+            let counts = self?.needsOperatorCounts.withLock { $0 } ?? (payments: 0, refunds: 0)
+            return [("kind=\"payment\"", counts.payments), ("kind=\"refund\"", counts.refunds)]
+        }
     }
 
     // MARK: - Create a payment
@@ -152,8 +170,9 @@ public final class PaymentsService: Sendable {
     /// Request shape: `{"token": {…}, "shippingContact": {…}, "billingContact": {…}}`; Tender's own
     /// object refuses unknown members, Apple's token is taken as sent (CONTRACT §3).
     static func tokenJSON(fromBody body: [UInt8]) throws(HTTPProblem) -> [UInt8] {
-        guard !body.isEmpty, Self.nestingDepth(body) <= JSONCoding.depthMax,
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        // The JSON edge first: duplicate members, NUL and depth are refused before any parser sees the body.
+        try JSONCoding.checkBody(body)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             throw PaymentProblems.malformedJSON
         }
         for field in object.keys.sorted() where !["token", "shippingContact", "billingContact"].contains(field) {
@@ -206,26 +225,6 @@ public final class PaymentsService: Sendable {
                                   message: "The total changed for this address; please review the order.")]
         }
         return nil
-    }
-
-    /// Deepest bracket nesting outside strings, checked before the recursive JSON parser sees the body.
-    static func nestingDepth(_ body: [UInt8]) -> Int {
-        var depth = 0, deepest = 0, inString = false, escaped = false
-        for byte in body {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
-            }
-        }
-        return deepest
     }
 
     /// Phase 1 for a fresh key: session checks, token verification and binding (Apple steps 1–6), then
@@ -291,7 +290,16 @@ public final class PaymentsService: Sendable {
                                       "The payment token carries EMV data, which this checkout session did not request.")
         }
         let expiry = try? CardMask.expiration(yymmdd: decrypted.paymentData.applicationExpirationDate)
-        let network = String((decrypted.token.paymentMethod?.network ?? "unknown").prefix(32))
+        // The network comes from the signed DPAN's BIN; the unsigned paymentMethod may only agree with it.
+        let network: String
+        switch PaymentNetwork.resolve(claimed: decrypted.token.paymentMethod?.network,
+                                      dpan: decrypted.paymentData.unsafeRevealSensitive().applicationPrimaryAccountNumber) {
+        case .success(let derived):
+            network = derived
+        case .failure(let failure):
+            return try refusal.record(failure, status: 422, code: failure.rawValue,
+                                      "The payment method's network differs from the card's.")
+        }
         let paymentId = Self.newId(prefix: "pay_")
         // Apple step 5: the transactionId claim is a unique constraint, decided atomically with the insert.
         // One statement inserts the payment, points the key at it and returns the row (no re-read).
@@ -323,7 +331,7 @@ public final class PaymentsService: Sendable {
             ON CONFLICT DO NOTHING
             RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                       expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                      apple_transaction_id, processor_key, idempotency_key, created_at
+                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
         ), claimed AS (
             UPDATE idempotency_keys SET recovery_point = 'accepted', resource_id = $1
             WHERE merchant_id = $2 AND idempotency_key = $12 AND EXISTS (SELECT 1 FROM inserted)
@@ -341,7 +349,7 @@ public final class PaymentsService: Sendable {
             WHERE payment_id = $1 AND status = 'pending'
             RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                       expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                      apple_transaction_id, processor_key, idempotency_key, created_at
+                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
         ), paid AS (
             UPDATE checkout_sessions SET status = 'paid', updated_at = now()
             WHERE session_id = (SELECT session_id FROM updated) AND status = 'open'
@@ -356,14 +364,15 @@ public final class PaymentsService: Sendable {
         WHERE payment_id = $1 AND status = 'pending'
         RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                   expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                  apple_transaction_id, processor_key, idempotency_key, created_at
+                  apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
         """
 
     /// Phases 2 and 3: the processor call, then the outcome.
     func complete(_ payment: PaymentRecord, decrypted: DecryptedPaymentToken, requestID: String) throws -> HTTPResponse {
         let outcome = authorize(payment, decrypted: decrypted)
         crash.reach(.afterProcessorCall)
-        let response = try recordOutcome(paymentId: payment.paymentId, outcome: outcome)
+        let response = try recordingOrHolding(.payment(payment.paymentId), outcome: outcome, merchantId: payment.merchantId,
+                                              idempotencyKey: payment.idempotencyKey)
         crash.reach(.afterOutcome)
         return response
     }
@@ -390,6 +399,11 @@ public final class PaymentsService: Sendable {
         }
         guard payment.status == .pending else {
             return try recordOutcome(paymentId: paymentId, outcome: nil)
+        }
+        // Waiting for an operator: a retry of the key shows the state and calls nobody.
+        guard payment.needsOperatorAt == nil else {
+            try releaseKey(merchantId: payment.merchantId, idempotencyKey: payment.idempotencyKey)
+            return Self.paymentResponse(payment)
         }
         let decrypted = try redecrypt(payment)
         return try complete(payment, decrypted: decrypted, requestID: requestID)
@@ -556,6 +570,7 @@ public final class PaymentsService: Sendable {
         router.add("GET", "/v1/payments/{id}", guarded { [self] in try getPayment($0) })
         router.add("GET", "/v1/payments", guarded { [self] in try listPayments($0) })
         router.add("POST", "/v1/payments/{id}/refunds", guarded { [self] in try createRefund($0) })
+        router.add("GET", "/v1/payments/{id}/refunds", guarded { [self] in try listRefunds($0) })
     }
 
     /// Starts the one resolver thread (idempotent).
@@ -603,6 +618,7 @@ public final class PaymentsService: Sendable {
                     logger.warning("resolver: refund not resolved", [("refund_id", id), ("error", String(describing: type(of: error)))])
                 }
             }
+            try refreshNeedsOperatorCounts()
         } catch {
             logger.warning("resolver pass failed", [("error", String(describing: type(of: error)))])
         }
@@ -614,7 +630,7 @@ public final class PaymentsService: Sendable {
         let claimed: PaymentRecord? = try pool.transaction { conn in
             try Self.lockSession(ofPayment: paymentId, on: conn)
             guard let payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true, skipLocked: true),
-                  payment.status == .pending else { return nil }
+                  payment.status == .pending, payment.needsOperatorAt == nil else { return nil }
             if let key = payment.idempotencyKey {
                 // The key's lock is the one owner token shared by requests and the resolver.
                 let taken = try conn.execute("""
@@ -632,7 +648,8 @@ public final class PaymentsService: Sendable {
         guard let payment = claimed else { return }
         let decrypted = try redecrypt(payment)
         let outcome = authorize(payment, decrypted: decrypted)
-        _ = try recordOutcome(paymentId: paymentId, outcome: outcome)
+        _ = try recordingOrHolding(.payment(paymentId), outcome: outcome, merchantId: payment.merchantId,
+                                   idempotencyKey: payment.idempotencyKey)
     }
 }
 

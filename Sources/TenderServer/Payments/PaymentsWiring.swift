@@ -14,7 +14,8 @@ extension PaymentsService {
     /// `TENDER_APPLE_ROOTS`) or else a verifier that refuses every token.
     public static func live(configuration: TenderConfiguration, pool: PostgresPool, logger: Logger,
                             verifier: any PaymentTokenVerifying, sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(),
-                            environment: [String: String] = ProcessInfo.processInfo.environment) -> PaymentsService {
+                            environment: [String: String] = ProcessInfo.processInfo.environment,
+                            metrics: MetricsRegistry = MetricsRegistry()) -> PaymentsService {
         var settings = PaymentsSettings()
         do {
             settings = try PaymentsSettings.load(environment: environment,
@@ -37,7 +38,8 @@ extension PaymentsService {
             logger.warning("\(CrashHook.variable) is set: the process kills itself", [("point", point.rawValue)])
         }
         return PaymentsService(pool: pool, verifier: verifier,
-                               processor: processor, sink: sink, settings: settings, logger: logger, crash: crash)
+                               processor: processor, sink: sink, settings: settings, logger: logger, crash: crash,
+                               metrics: metrics)
     }
 }
 

@@ -18,6 +18,8 @@ struct RefundRecord: Sendable {
     let processorKey: String
     let idempotencyKey: String?
     let createdAt: Date
+    /// Set when the outcome could not be recorded `recordAttemptsMax` times (see `PaymentRecord`).
+    let needsOperatorAt: Date?
 
     init(row: PostgresRow) throws {
         refundId = try row.decode("refund_id")
@@ -31,16 +33,17 @@ struct RefundRecord: Sendable {
         processorKey = try row.decode("processor_key")
         idempotencyKey = try row.decodeIfPresent("idempotency_key")
         createdAt = try row.decode("created_at")
+        needsOperatorAt = try row.decodeIfPresent("needs_operator_at")
     }
 
     static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false) throws -> RefundRecord? {
         let sql: SQL = forUpdate ? """
             SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
-                   processor_key, idempotency_key, created_at
+                   processor_key, idempotency_key, created_at, needs_operator_at
             FROM refunds WHERE refund_id = $1 FOR UPDATE
             """ : """
             SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
-                   processor_key, idempotency_key, created_at
+                   processor_key, idempotency_key, created_at, needs_operator_at
             FROM refunds WHERE refund_id = $1
             """
         return try conn.query(sql, [id]).first.map(RefundRecord.init(row:))
@@ -58,6 +61,8 @@ struct RefundView: Encodable {
     let processorReference: String?
     let declineCode: String?
     let createdAt: String
+    /// True when Tender could not record the processor's answer and stopped retrying (see `PaymentView`).
+    let needsOperator: Bool
 
     init(_ r: RefundRecord) {
         id = r.refundId
@@ -69,6 +74,7 @@ struct RefundView: Encodable {
         processorReference = r.processorReference
         declineCode = r.declineCode
         createdAt = RFC3339.string(from: r.createdAt)
+        needsOperator = r.needsOperatorAt != nil
     }
 }
 
@@ -149,10 +155,50 @@ extension PaymentsService {
         }
     }
 
+    /// `GET /v1/payments/{id}/refunds?limit=&startingAfter=`: the payment's refunds, oldest first, with
+    /// their state (a refund waiting for an operator shows `needsOperator`).
+    func listRefunds(_ request: HTTPRequest) throws -> HTTPResponse {
+        let merchant = try authenticate(request)
+        let paymentId = request.pathParameters["id"] ?? ""
+        var limit = settings.listLimitDefault
+        if let raw = request.queryValue("limit") {
+            guard let value = Int(raw), (1...settings.listLimitMax).contains(value) else {
+                throw PaymentProblems.invalidQuery("limit", "limit must be 1-\(settings.listLimitMax).")
+            }
+            limit = value
+        }
+        let after = request.queryValue("startingAfter")
+        if let after, !PaymentIdentifier.isValid(after, prefix: "re_") {
+            throw PaymentProblems.invalidQuery("startingAfter", "startingAfter is not a refund id.")
+        }
+        let rows: [RefundRecord] = try pool.withConnection { conn in
+            guard PaymentIdentifier.isValid(paymentId, prefix: "pay_"),
+                  let payment = try PaymentRecord.load(paymentId, on: conn), payment.merchantId == merchant.merchantId else {
+                throw PaymentProblems.notFound("payment_not_found", "No such payment.")
+            }
+            return try conn.query("""
+                SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
+                       processor_key, idempotency_key, created_at, needs_operator_at
+                FROM refunds
+                WHERE payment_id = $1
+                  AND ($2::text IS NULL OR (created_at, refund_id) >
+                       (SELECT created_at, refund_id FROM refunds WHERE refund_id = $2 AND payment_id = $1))
+                ORDER BY created_at, refund_id
+                LIMIT $3
+                """, [paymentId, after, limit + 1]).rows.map(RefundRecord.init(row:))
+        }
+        struct Page: Encodable {
+            let data: [RefundView]
+            let hasMore: Bool
+        }
+        return .json(Page(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
+    }
+
     /// The body must be exactly `{"amount": "<decimal>"}` (unknown fields refused, CONTRACT §3).
     static func refundAmountText(_ body: [UInt8]) throws(HTTPProblem) -> String {
-        guard !body.isEmpty, body.count <= 4_096,
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        guard body.count <= 4_096 else { throw PaymentProblems.malformedJSON }
+        try JSONCoding.checkBody(body)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             throw PaymentProblems.malformedJSON
         }
         for field in object.keys.sorted() where field != "amount" {
@@ -170,11 +216,17 @@ extension PaymentsService {
     /// Calls the processor for a reserved refund, then records the outcome.
     func sendRefund(_ refund: RefundRecord, processorReference: String) throws -> HTTPResponse {
         if refund.status != "pending" { return try recordRefundOutcome(refundId: refund.refundId, outcome: nil) }
+        // Waiting for an operator: a retry of the key shows the state and calls nobody.
+        if refund.needsOperatorAt != nil {
+            try releaseKey(merchantId: refund.merchantId, idempotencyKey: refund.idempotencyKey)
+            return .json(RefundView(refund), status: 202)
+        }
         let outcome = processor.refund(RefundRequest(refundId: refund.refundId, paymentId: refund.paymentId,
                                                      processorReference: processorReference, amountMinor: refund.amountMinor,
                                                      currencyCode: refund.currencyCode, processorKey: refund.processorKey))
         crash.reach(.afterProcessorCall)
-        let response = try recordRefundOutcome(refundId: refund.refundId, outcome: outcome)
+        let response = try recordingOrHolding(.refund(refund.refundId), outcome: outcome, merchantId: refund.merchantId,
+                                              idempotencyKey: refund.idempotencyKey)
         crash.reach(.afterOutcome)
         return response
     }
@@ -231,6 +283,7 @@ extension PaymentsService {
     func resolveRefund(_ refundId: String) throws {
         let claimed: (RefundRecord, String)? = try pool.transaction { conn in
             guard let refund = try RefundRecord.load(refundId, on: conn, forUpdate: true), refund.status == "pending",
+                  refund.needsOperatorAt == nil,
                   let payment = try PaymentRecord.load(refund.paymentId, on: conn) else { return nil }
             if let key = refund.idempotencyKey {
                 let taken = try conn.execute("""
@@ -248,6 +301,7 @@ extension PaymentsService {
         let outcome = processor.refund(RefundRequest(refundId: refund.refundId, paymentId: refund.paymentId,
                                                      processorReference: reference, amountMinor: refund.amountMinor,
                                                      currencyCode: refund.currencyCode, processorKey: refund.processorKey))
-        _ = try recordRefundOutcome(refundId: refundId, outcome: outcome)
+        _ = try recordingOrHolding(.refund(refundId), outcome: outcome, merchantId: refund.merchantId,
+                                   idempotencyKey: refund.idempotencyKey)
     }
 }

@@ -77,6 +77,16 @@ struct CheckoutSessionTests {
         #expect(second.status == 201)
         #expect(second.body == first.body)
         #expect(second.header("Idempotent-Replayed") == "true")
+        // The replay re-derives the client secret: the stored response never holds it, and the replayed
+        // secret is the working one.
+        let secret = try #require(try first.json()["clientSecret"] as? String)
+        let stored = try #require(try f.query("SELECT response_body FROM idempotency_keys WHERE idempotency_key = 'order-8841'", [])
+            .first).decode("response_body", as: [UInt8].self)
+        #expect(!stored.isEmpty)
+        #expect(String(decoding: stored, as: UTF8.self).range(of: "_secret_") == nil)
+        #expect(String(decoding: stored, as: UTF8.self).contains(try #require(try first.json()["id"] as? String)))
+        let sessionId = try #require(try first.json()["id"] as? String)
+        #expect(try f.call("GET", "/v1/checkout-sessions/\(sessionId)", bearer: secret).status == 200)
         let other = [UInt8](try JSONSerialization.data(withJSONObject: usdCart(["couponCode": "", "apiVersion": 13])))
         let reused = try client.request("POST", "/v1/checkout-sessions", headers: headers, body: other)
         #expect(reused.status == 422)

@@ -1,3 +1,4 @@
+import Crypto
 import Testing
 @testable import TenderServer
 
@@ -26,5 +27,21 @@ struct SessionVersionCacheTests {
         #expect(cache.entry(sessionId: "cs_b", version: 1) == 2)
         #expect(cache.entry(sessionId: "cs_a", version: 2) == nil)
         #expect(cache.count == 2)
+    }
+}
+
+@Suite struct ClientSecretKeyTests {
+    @Test func secretsAreDerivedPerSessionAndPerMasterKey() throws {
+        let master = SecretBytes(SecureRandom.bytes(32))
+        let key = ClientSecretKey(masterKey: master)
+        let id = CheckoutIdentifiers.newSessionId()
+        let secret = try CheckoutIdentifiers.clientSecret(sessionId: id, key: key)
+        #expect(CheckoutIdentifiers.sessionId(ofClientSecret: secret) == id)
+        #expect(try CheckoutIdentifiers.clientSecret(sessionId: id, key: ClientSecretKey(masterKey: master)) == secret)
+        #expect(try CheckoutIdentifiers.clientSecret(sessionId: CheckoutIdentifiers.newSessionId(), key: key) != secret)
+        #expect(try CheckoutIdentifiers.clientSecret(sessionId: id, key: ClientSecretKey(masterKey: SecretBytes(SecureRandom.bytes(32))))
+                != secret)
+        // Separated from the master key itself: the secret is not HMAC(master, id).
+        #expect(!secret.hasSuffix(hexEncoded(Digest.hmacSHA256(key: master.unsafeRevealedCopy(), message: Array(id.utf8)))))
     }
 }

@@ -101,13 +101,17 @@ struct KeyStoreTests {
         #expect(code { try f.importKey(key) } == "key_exists")
         #expect(code { _ = try f.store.importKey(merchantId: KeyFixture.merchantId, certificatePEM: key.certificate.pem,
                                                   privateKey: try other.privateKey.unsafePKCS8PEM(), kind: .processing) } == "key_mismatch")
-        #expect(code { try f.importKey(other, merchantId: "merchant.unknown") } == "merchant_not_found")
+        #expect(code { try f.importKey(try f.merchantKey("merchant.unknown"), merchantId: "merchant.unknown") } == "merchant_not_found")
         #expect(code { _ = try f.store.importKey(merchantId: KeyFixture.merchantId, certificatePEM: "nope",
                                                   privateKey: "nope", kind: .processing) } == "certificate_invalid")
         #expect(code { _ = try f.store.importKey(merchantId: KeyFixture.merchantId, certificatePEM: other.certificate.pem,
                                                   privateKey: "not a key", kind: .processing) } == "private_key_invalid")
         let noMerchantId = try f.authority.makeMerchantKey(merchantIdentifier: "x", validFrom: f.now, omitMerchantIdForTesting: true)
         #expect(code { try f.importKey(noMerchantId) } == "certificate_invalid")
+        // The certificate's merchant identifier must be this merchant's, for processing and identity keys alike.
+        let foreign = try f.merchantKey("merchant.com.example.someone-else")
+        #expect(code { try f.importKey(foreign) } == "certificate_merchant_mismatch")
+        #expect(code { try f.importKey(foreign, kind: .identity) } == "certificate_merchant_mismatch")
         // SEC1 ("EC PRIVATE KEY") imports as well as PKCS#8.
         let sec1 = PEM.encode(label: "EC PRIVATE KEY", der: try other.privateKey.traditionalDER().unsafeRevealedCopy())
         #expect(code { _ = try f.store.importKey(merchantId: KeyFixture.merchantId, certificatePEM: other.certificate.pem,

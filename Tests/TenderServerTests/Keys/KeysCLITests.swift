@@ -93,7 +93,8 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 
     @Test(arguments: [["keys", "--help"], ["keys", "import", "--help"], ["keys", "list", "--help"], ["keys", "retire", "--help"],
                       ["token", "--help"], ["token", "decrypt", "--help"], ["sandbox", "--help"], ["sandbox", "init", "--help"],
-                      ["sandbox", "token", "--help"], ["bench", "--help"]])
+                      ["sandbox", "token", "--help"], ["bench", "--help"], ["payments", "--help"], ["payments", "release", "--help"],
+                      ["payments", "needs-operator", "--help"]])
     func everyNewCommandHasHelp(argv: [String]) throws {
         let r = try runTender(argv, environment: [:])
         #expect(r.status == 0)
@@ -177,6 +178,13 @@ struct KeysCLITests {
         let duplicate = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("sbx/merchant-processing.pem"),
                                        "--private-key", dir.file("sbx/merchant-processing-key.pem")], environment: env)
         #expect(duplicate.status == 1 && duplicate.stderr.contains("key_exists"))
+
+        // A processing certificate Apple issued to another merchant id (OID 1.2.840.113635.100.6.32) is refused.
+        #expect(try runTender(["sandbox", "init", "--dir", dir.file("other"), "--merchant-id", "merchant.com.example.other"],
+                              environment: env).status == 0)
+        let foreign = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("other/merchant-processing.pem"),
+                                     "--private-key", dir.file("other/merchant-processing-key.pem")], environment: env)
+        #expect(foreign.status == 1 && foreign.stderr.contains("certificate_merchant_mismatch"), "\(foreign.stderr)")
 
         let identity = try runTender(["keys", "import", "--merchant-id", merchantId, "--kind", "identity",
                                       "--certificate", dir.file("sbx/leaf.pem"), "--private-key", dir.file("sbx/leaf-key.pem")], environment: env)

@@ -1,3 +1,4 @@
+import ApplePayToken
 import Crypto
 import Foundation
 import Payments
@@ -47,6 +48,32 @@ struct PaymentFlowTests {
         #expect(second.status == 409)
         #expect(second.code == "session_already_paid")
         #expect((try second.json()["authorizationResult"] as? [String: Any])?["status"] as? Int == 1)
+    }
+
+    /// `paymentMethod` is outside Apple's signature: a Visa DPAN presented as AmEx is refused, and the
+    /// network stored and sent is always the DPAN's.
+    @Test func networkIsTheDPANsAndAMismatchedClaimIsRefused() throws {
+        let h = try PaymentsHarness(prefix: "pay_network")
+        defer { h.stop() }
+        func mint(_ s: SessionFixture, pan: String, network: String) throws -> [UInt8] {
+            let request = SandboxTokenRequest(amountMinor: s.totalMinor, currencyCodeNumeric: "978", applicationData: s.applicationData,
+                                              pan: pan, cryptogram: "Q3J5cHRvZ3JhbVNlY3JldA==", signingTime: Date(), network: network)
+            return try PaymentsHarness.authority.mintToken(request, for: h.merchantKeys[0])
+        }
+        let s = try h.session()
+        let lying = try h.pay(s, token: try mint(s, pan: "4111111111119876", network: "AmEx"), key: "net-1")
+        #expect(lying.status == 422)
+        #expect(lying.code == "payment_network_mismatch")
+        #expect((try lying.json()["authorizationResult"] as? [String: Any])?["status"] as? Int == 1)
+        #expect(try h.scalar("""
+            SELECT count(*)::bigint AS n FROM payments WHERE session_id = $1 AND status = 'failed'
+               AND failure_code = 'payment_network_mismatch'
+            """, [s.sessionId]) == 1)
+        #expect(try h.scalar("SELECT count(*)::bigint AS n FROM simulator_authorizations", []) == 0)
+
+        let honest = try h.pay(s, token: try mint(s, pan: "5555555555554444", network: "masterCard"), key: "net-2")
+        #expect(honest.status == 200)
+        #expect(honest.payment?["network"] as? String == "MasterCard")
     }
 
     @Test func clientSecretPaysOnlyItsSession() throws {

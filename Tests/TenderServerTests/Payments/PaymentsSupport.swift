@@ -60,7 +60,7 @@ final class PaymentsHarness: Sendable {
     /// settlement-report routes are served too.
     init(prefix: String, processor: ((PostgresPool) -> any PaymentProcessor)? = nil, rules: SimulatorRules = SimulatorRules(),
          settings: PaymentsSettings = PaymentsHarness.fastSettings, merchantKeyCount: Int = 1, connectionsMax: Int = 8,
-         environment: [String: String] = [:], settlement: Bool = false) throws {
+         environment: [String: String] = [:], settlement: Bool = false, ledger: (any PaymentOutcomeSink)? = nil) throws {
         pool = try TestEnvironment.migratedPool(prefix, connectionsMax: connectionsMax)
         var configuration = try TenderConfiguration.load(environment: environment.merging(["TENDER_LISTEN": "127.0.0.1:0"]) { $1 })
         configuration.limits.databaseConnectionsMax = connectionsMax
@@ -72,7 +72,7 @@ final class PaymentsHarness: Sendable {
         }
         let decryptor = ApplePayTokenDecryptor(trustedRoots: [Self.authority.root], merchantKeys: merchantKeys, tokenAgeMaxSeconds: 300)
         let chosen = processor?(pool) ?? SimulatorProcessor(pool: pool, rules: rules)
-        sink = RecordingSink(forwardingTo: settlement ? FinancePaymentSink(processor: configuration.processor.rawValue) : nil)
+        sink = RecordingSink(forwardingTo: ledger ?? (settlement ? FinancePaymentSink(processor: configuration.processor.rawValue) : nil))
         service = PaymentsService(pool: pool, verifier: DecryptorTokenVerifier(decryptor: decryptor), processor: chosen,
                                   sink: sink, settings: settings, logger: logs.logger)
         var router = Router()
