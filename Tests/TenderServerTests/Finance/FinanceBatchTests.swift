@@ -311,7 +311,7 @@ struct FinanceBatchTests {
         var updated: [Transaction] = []
         var inserted: [Transaction] = []
         var token = first.token
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(90)
         while Date() < deadline, updated.isEmpty || inserted.isEmpty {
             let page = try decode(DecodedPage<Transaction>.self, try s.get(
                 "/v1/finance/transactions/history?accountID=\(account)" + (token.map { "&since=\($0)" } ?? ""), key: key).body)

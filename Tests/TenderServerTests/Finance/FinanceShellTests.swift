@@ -15,7 +15,7 @@ struct FinanceShellTests {
                        until done: ([Transaction]) -> Bool) throws -> (transactions: [Transaction], token: String?) {
         var gathered: [Transaction] = []
         var token = token
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(90)
         while Date() < deadline {
             let page = try decode(DecodedPage<Transaction>.self, try s.get(
                 "/v1/finance/transactions/history?accountID=\(account)" + (token.map { "&since=\($0)" } ?? ""), key: key).body)
@@ -264,7 +264,7 @@ struct FinanceShellTests {
         // The feed's horizon is cluster-wide: a transaction another test holds open may keep the last
         // changes back (hasMore false, nothing new) for a moment, so follow until the feed has caught up
         // with the snapshot or a deadline passes; the assertions below then say what was missing.
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(90)
         repeat {
             let page = try decode(DecodedPage<Transaction>.self, try s.get(
                 "/v1/finance/transactions/history?accountID=\(account)&limit=9" + (token.map { "&since=\($0)" } ?? ""),
@@ -339,7 +339,7 @@ struct FinanceShellTests {
         /// Reads `changes` events until one holds an amount in `wanted`; returns every amount seen and that event.
         func read(_ client: SSETestClient, until wanted: Int64) throws -> (amounts: [Int64], event: SSETestClient.Event?) {
             var amounts: [Int64] = []
-            let deadline = Date().addingTimeInterval(30)
+            let deadline = Date().addingTimeInterval(90)
             while Date() < deadline {
                 guard let event = client.next(timeoutSeconds: 1) else { continue }
                 guard event.event == "changes" else { continue }

@@ -28,7 +28,7 @@ struct SettlementFinanceTests {
         // Catch up until the payment's transaction is visible (the feed reads below the oldest running
         // transaction in the cluster, which other tests may hold open for a moment).
         var before: [String: Any] = [:]
-        let catchUp = Date().addingTimeInterval(20)
+        let catchUp = Date().addingTimeInterval(90)
         while Date() < catchUp {
             before = try client.request("GET", "/v1/finance/transactions/history?accountID=\(accountID)", headers: auth).json()
             if (before["inserted"] as? [[String: Any]])?.isEmpty == false { break }
@@ -48,7 +48,7 @@ struct SettlementFinanceTests {
         // Poll: the feed only shows changes below the oldest running transaction in the cluster.
         var updated: [[String: Any]] = []
         var inserted: [[String: Any]] = []
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(90)
         while Date() < deadline {
             let page = try client.request("GET", "/v1/finance/transactions/history?accountID=\(accountID)&since=\(token)",
                                           headers: auth).json()
