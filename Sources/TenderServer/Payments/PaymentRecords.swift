@@ -166,9 +166,13 @@ struct PaymentView: Encodable {
     let declineCode: String?
     let failureCode: String?
     let tokenErrorCode: String?
+    /// Sum of the payment's succeeded refunds (pending and declined ones excluded).
+    let amountRefundedMinor: Int64
+    let amountRefunded: String?
     let createdAt: String
 
-    init(_ p: PaymentRecord) {
+    /// `amountRefundedMinor` comes from `PaymentsService.refundedMinor` (0 for a payment just made).
+    init(_ p: PaymentRecord, amountRefundedMinor: Int64) {
         id = p.paymentId
         status = p.status.rawValue
         amountMinor = p.amountMinor
@@ -183,6 +187,8 @@ struct PaymentView: Encodable {
         declineCode = p.declineCode
         failureCode = p.failureCode
         tokenErrorCode = p.tokenErrorCode
+        self.amountRefundedMinor = amountRefundedMinor
+        amountRefunded = (try? Currency(code: p.currencyCode))?.formatAmount(amountRefundedMinor)
         createdAt = RFC3339.string(from: p.createdAt)
     }
 }

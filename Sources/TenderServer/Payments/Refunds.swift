@@ -45,6 +45,18 @@ struct RefundRecord: Sendable {
             """
         return try conn.query(sql, [id]).first.map(RefundRecord.init(row:))
     }
+
+    /// One page of a payment's refunds, newest first, after the refund `$2` (if any); `$3` rows at most.
+    static let listSQL: SQL = """
+        SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
+               processor_key, idempotency_key, created_at
+        FROM refunds
+        WHERE payment_id = $1
+          AND ($2::text IS NULL OR (created_at, refund_id) <
+               (SELECT created_at, refund_id FROM refunds WHERE refund_id = $2 AND payment_id = $1))
+        ORDER BY created_at DESC, refund_id DESC
+        LIMIT $3
+        """
 }
 
 /// A refund as the API shows it.
