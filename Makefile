@@ -9,12 +9,13 @@ ifeq ($(CI),true)
 SWIFT_FLAGS += -Xswiftc -warnings-as-errors
 endif
 
-.PHONY: deps build release run test fuzz bench db-start db-stop db-check clean help
+.PHONY: deps build release release-check run test fuzz bench db-start db-stop db-check clean help
 
 help:
 	@echo "make run    install, build, start local PostgreSQL, migrate, serve on 127.0.0.1:8080"
 	@echo "make test   install, build, run every test against a real PostgreSQL"
 	@echo "make bench  print benchmark figures"
+	@echo "make release-check  build the release binary and prove it runs without the Swift toolchain"
 	@echo "make fuzz   fuzz token/CMS parsing with libFuzzer (FUZZ_SECONDS, default 600)"
 	@echo "make db-stop  stop the local PostgreSQL cluster"
 
@@ -24,8 +25,13 @@ deps:
 build: deps
 	swift build $(SWIFT_FLAGS)
 
+# The Swift runtime and Foundation are linked in, so the binary runs on a server without the toolchain
+# (scripts/check-release.sh proves it: `make release-check`).
 release: deps
-	swift build -c release $(SWIFT_FLAGS)
+	swift build -c release --static-swift-stdlib $(SWIFT_FLAGS)
+
+release-check: release
+	scripts/check-release.sh
 
 db-start: deps
 	@scripts/pg.sh start
