@@ -198,7 +198,7 @@ public enum Problems {
 }
 
 /// Apple's merchant domain verification: Apple fetches this path on every domain registered for Apple
-/// Pay on the web and expects the exact file the developer portal handed out (CONTRACT §2).
+/// Pay on the web and expects the exact file the developer portal handed out (README.md, Configuration).
 enum DomainAssociation {
     static let path = "/.well-known/apple-developer-merchantid-domain-association"
     /// Apple's files are a few kilobytes; anything far larger is the wrong file.

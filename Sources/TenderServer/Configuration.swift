@@ -16,7 +16,7 @@ public enum ProcessorKind: String, Sendable {
     case simulator, http
 }
 
-/// Tender's configuration, parsed and validated once at start (CONTRACT §2).
+/// Tender's configuration, parsed and validated once at start (README.md, Configuration).
 public struct TenderConfiguration: Sendable {
     /// libpq connection string; nil means the local cluster started by `make run`.
     public var databaseURL: String?
@@ -37,6 +37,8 @@ public struct TenderConfiguration: Sendable {
     /// `TENDER_DOMAIN_ASSOCIATION_FILE`: Apple's merchant domain-association file, served at
     /// `/.well-known/apple-developer-merchantid-domain-association`; nil serves nothing there.
     public var domainAssociationFile: String?
+    /// How Tender authenticates to the `http` processor (`TENDER_PROCESSOR_TOKEN_FILE`, client certificate, CA).
+    public var processorAuthentication = ProcessorAuthentication.none
     /// Matching rules of settlement reports (`TENDER_RECON_AMOUNT_TOLERANCE_MINOR`,
     /// `TENDER_RECON_SETTLEMENT_LAG_SECONDS`): exact amounts and a 7-day lag unless set.
     public var reconciliation = ReconciliationConfiguration()
@@ -152,6 +154,7 @@ public struct TenderConfiguration: Sendable {
             applePayGatewayCAFile: value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"),
             logFormat: logFormat,
             limits: limits)
+        configuration.processorAuthentication = try ProcessorAuthentication.load(value)
         if let file = value("TENDER_DOMAIN_ASSOCIATION_FILE") {
             guard FileManager.default.isReadableFile(atPath: file) else {
                 throw ConfigurationError(variable: "TENDER_DOMAIN_ASSOCIATION_FILE", reason: "file not readable: \(file)")

@@ -13,7 +13,7 @@ public struct TenderError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code): \(detail)" }
 }
 
-/// A registered merchant (CONTRACT §1 `tender merchants add`).
+/// A registered merchant (README.md, Commands `tender merchants add`).
 public struct Merchant: Sendable, Codable, Equatable {
     public var merchantId: String
     public var displayName: String

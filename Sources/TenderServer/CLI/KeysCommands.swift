@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
 
-/// `tender keys import|csr|list|retire` (CONTRACT §1): merchant Apple Pay keys, sealed at rest.
+/// `tender keys import|csr|list|retire` (README.md, Commands): merchant Apple Pay keys, sealed at rest.
 enum KeysCommands {
     static let help = """
         usage: tender keys csr --merchant-id ID --kind processing|identity --out DIR
@@ -116,7 +116,7 @@ enum KeysCommands {
         return (store, pool)
     }
 
-    /// Pretty, key-sorted JSON with RFC 3339 dates (CONTRACT §3 times).
+    /// Pretty, key-sorted JSON with RFC 3339 dates (openapi.yaml times).
     static func printJSON<T: Encodable>(_ value: T) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

@@ -1,9 +1,10 @@
 import ApplePayToken
 import Foundation
 import Observability
+import PaymentRequest
 import Postgres
 
-/// The `tender` command line: hand-written subcommand dispatch (CONTRACT §1).
+/// The `tender` command line: hand-written subcommand dispatch (README.md, Commands).
 public enum TenderCLI {
     static let usage = """
         usage: tender <command> [options]
@@ -19,6 +20,7 @@ public enum TenderCLI {
           sandbox init|token    a local stand-in for Apple: test CA files, minted EC_v1 tokens
           finance-bench         print the finance feed's catch-up and live-latency figures
           reconcile             import a settlement report file and print the reconciliation summary
+          docs apple-pay-rules  print docs/apple-pay-rules.md from the validator's rule table
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -56,6 +58,8 @@ public enum TenderCLI {
             case "finance-bench": return try FinanceBenchCommand.run(rest, environment: environment).rawValue
             case "reconcile":
                 return try ReconcileCommand.run(rest, environment: environment).rawValue
+            case "docs":
+                return try DocsCommand.run(rest).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue
@@ -280,5 +284,24 @@ enum SandboxCommands {
         default:
             throw UsageError(message: "unknown subcommand \(sub)")
         }
+    }
+}
+
+/// `tender docs apple-pay-rules`: the generated rule list (docs/apple-pay-rules.md).
+enum DocsCommand {
+    static let help = """
+        usage: tender docs apple-pay-rules
+        Prints the Apple Pay request rules that error messages cite, from the validator's own table;
+        docs/apple-pay-rules.md is this output (a test fails when it is stale).
+        """
+
+    static func run(_ argv: [String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        guard sub == "apple-pay-rules" else { throw UsageError(message: "unknown subcommand \(sub)") }
+        let args = try Arguments(Array(argv.dropFirst()), options: [])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        Console.out(String(RequestRuleCatalogue.markdown().dropLast()))
+        return .success
     }
 }

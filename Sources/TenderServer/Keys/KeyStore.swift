@@ -4,7 +4,7 @@ import Foundation
 import Postgres
 import Synchronization
 
-/// What a stored key is for (CONTRACT §1 `tender keys import --kind`).
+/// What a stored key is for (README.md, Commands `tender keys import --kind`).
 public enum MerchantKeyKind: String, Sendable, Codable {
     /// Apple Pay payment-processing key: decrypts tokens, selected by `header.publicKeyHash`.
     case processing

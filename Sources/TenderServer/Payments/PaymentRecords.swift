@@ -6,7 +6,7 @@ import Observability
 import Payments
 import Postgres
 
-/// Multi-phase use of an Idempotency-Key (reliability-security.md §1.4 I3–I10) on the
+/// Multi-phase use of an Idempotency-Key (docs/reliability-security.md §1.4 I3–I10) on the
 /// `idempotency_keys` table: a claim holds `locked_until`; a finished key replays its stored response.
 enum KeyClaim {
     /// What the key says about this request.
@@ -150,7 +150,7 @@ struct PaymentRecord: Sendable {
         """
 }
 
-/// A payment as the API shows it (CONTRACT §3): at most the last four digits.
+/// A payment as the API shows it (openapi.yaml): at most the last four digits.
 struct PaymentView: Encodable {
     let id: String
     let status: String

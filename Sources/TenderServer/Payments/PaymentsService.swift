@@ -12,7 +12,7 @@ import Synchronization
 /// Named limits and timings of the payments feature.
 public struct PaymentsSettings: Sendable {
     /// How long a request (or the resolver) owns an idempotency key; must outlast one processor call
-    /// with its retries. A holder that died is taken over after this (reliability-security.md I10).
+    /// with its retries. A holder that died is taken over after this (docs/reliability-security.md I10).
     public var keyLockMilliseconds = 40_000
     /// Pause between resolver passes (`TENDER_PAYMENTS_RESOLVER_INTERVAL_MS`).
     public var resolverIntervalMilliseconds = 2_000
@@ -40,9 +40,9 @@ public struct PaymentsSettings: Sendable {
     }
 }
 
-/// Exactly-once payments and refunds (CONTRACT §3, issue "Process authorized tokens").
+/// Exactly-once payments and refunds (openapi.yaml, issue "Process authorized tokens").
 ///
-/// A payment runs in committed phases (reliability-security.md §1.3): (1) one transaction claims the
+/// A payment runs in committed phases (docs/reliability-security.md §1.3): (1) one transaction claims the
 /// Idempotency-Key, checks the session, verifies and binds the token and inserts the payment
 /// (`accepted`); (2) the processor is called outside any transaction with a key derived from the payment
 /// id; (3) one transaction records the outcome, marks the session paid, feeds the ledger sink and stores
@@ -74,7 +74,7 @@ public final class PaymentsService: Sendable {
 
     // MARK: - Create a payment
 
-    /// Payment result JSON (`CONTRACT §3`).
+    /// Payment result JSON (openapi.yaml).
     struct PaymentResult: Encodable {
         let payment: PaymentView
         let authorizationResult: AuthorizationResult
@@ -150,7 +150,7 @@ public final class PaymentsService: Sendable {
     }
 
     /// Request shape: `{"token": {…}, "shippingContact": {…}, "billingContact": {…}}`; Tender's own
-    /// object refuses unknown members, Apple's token is taken as sent (CONTRACT §3).
+    /// object refuses unknown members, Apple's token is taken as sent (openapi.yaml).
     static func tokenJSON(fromBody body: [UInt8]) throws(HTTPProblem) -> [UInt8] {
         guard !body.isEmpty, Self.nestingDepth(body) <= JSONCoding.depthMax,
               let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {

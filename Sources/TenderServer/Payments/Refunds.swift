@@ -159,7 +159,7 @@ extension PaymentsService {
         }
     }
 
-    /// The body must be exactly `{"amount": "<decimal>"}` (unknown fields refused, CONTRACT §3).
+    /// The body must be exactly `{"amount": "<decimal>"}` (unknown fields refused, openapi.yaml).
     static func refundAmountText(_ body: [UInt8]) throws(HTTPProblem) -> String {
         guard !body.isEmpty, body.count <= 4_096,
               let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {

@@ -40,7 +40,7 @@ extension TenderApp {
         }.start()
     }
 
-    /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (CONTRACT §3).
+    /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (openapi.yaml).
     func registerSettlementReportRoutes(into router: inout Router) {
         let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
@@ -72,7 +72,7 @@ extension TenderApp {
             var category: ReconciliationCategory?
             if let text = request.queryValue("category") {
                 guard let parsed = ReconciliationCategory(rawValue: text) else {
-                    throw SettlementProblems.parameter("category", "one of the CONTRACT §3 categories")
+                    throw SettlementProblems.parameter("category", "one of the categories listed in openapi.yaml")
                 }
                 category = parsed
             }

@@ -280,7 +280,7 @@ struct SettlementReportStore: Sendable {
         }
     }
 
-    /// Records the effects' keys (finance-store.md §4.5 point 5) and returns, in order, those not
+    /// Records the effects' keys (docs/finance-store.md §4.5 point 5) and returns, in order, those not
     /// recorded before: an effect is applied once per merchant whatever report or revision carries it.
     private static func claim(_ effects: [FinanceEffect], merchantId: String, reportId: String,
                               on conn: PostgresConnection) throws -> [FinanceEffect] {
@@ -478,13 +478,13 @@ struct SettlementReportStore: Sendable {
     }
 }
 
-/// Summary stored with a report: counts and batch balances (CONTRACT §3).
+/// Summary stored with a report: counts and batch balances (openapi.yaml).
 struct StoredSummary: Codable {
     let counts: [String: Int]
     let batches: [BatchBalance]
 }
 
-/// How one superseded batch changed (finance-store.md §4.5 point 2).
+/// How one superseded batch changed (docs/finance-store.md §4.5 point 2).
 struct BatchRevisionDiff: Codable {
     let batchId: String
     let supersedes: String
