@@ -9,12 +9,13 @@ ifeq ($(CI),true)
 SWIFT_FLAGS += -Xswiftc -warnings-as-errors
 endif
 
-.PHONY: deps build release run test fuzz bench db-start db-stop clean help
+.PHONY: deps build release release-check run test fuzz bench db-start db-stop db-check clean help
 
 help:
 	@echo "make run    install, build, start local PostgreSQL, migrate, serve on 127.0.0.1:8080"
 	@echo "make test   install, build, run every test against a real PostgreSQL"
 	@echo "make bench  print benchmark figures"
+	@echo "make release-check  build the release binary and prove it runs without the Swift toolchain"
 	@echo "make fuzz   fuzz token/CMS parsing with libFuzzer (FUZZ_SECONDS, default 600)"
 	@echo "make db-stop  stop the local PostgreSQL cluster"
 
@@ -24,16 +25,26 @@ deps:
 build: deps
 	swift build $(SWIFT_FLAGS)
 
+# The Swift runtime and Foundation are linked in, so the binary runs on a server without the toolchain
+# (scripts/check-release.sh proves it: `make release-check`).
 release: deps
-	swift build -c release $(SWIFT_FLAGS)
+	swift build -c release --static-swift-stdlib $(SWIFT_FLAGS)
+
+release-check: release
+	scripts/check-release.sh
 
 db-start: deps
 	@scripts/pg.sh start
 
+# Before any build: a PostgreSQL port held by someone else is reported now, with the fix, not after
+# minutes of compiling. Nothing to check when TENDER_DATABASE_URL names a server.
+db-check: deps
+	@if [ -z "$${TENDER_DATABASE_URL:-}" ]; then scripts/pg.sh check; fi
+
 db-stop:
 	@scripts/pg.sh stop
 
-run: release
+run: db-check release
 	@if [ -z "$${TENDER_DATABASE_URL:-}" ]; then
 	  scripts/pg.sh start
 	  scripts/pg.sh createdb tender
@@ -47,7 +58,7 @@ run: release
 	export TENDER_APPLE_ROOTS="$${TENDER_APPLE_ROOTS:-$$TENDER_DATA_DIR/sandbox/root.pem}"
 	.build/release/tender serve
 
-test: deps
+test: deps db-check
 	@started=0
 	if [ -z "$${TENDER_DATABASE_URL:-}" ]; then
 	  scripts/pg.sh status | grep -q running || started=1
@@ -66,6 +77,9 @@ test: deps
 	if [ -n "$${restart:-}" ]; then
 	  TENDER_TEST_PG_RESTART="$$restart" swift test --skip-build --filter poolAndListenerSurviveADatabaseRestart
 	fi
+	# pg.sh's rules (saved port, taken port, prune/createdb only on this checkout's cluster), on two
+	# throw-away clusters of its own.
+	scripts/pg-selftest.sh
 	# A short libFuzzer run over token/CMS/X.509 parsing after the tests (`make fuzz` runs longer).
 	scripts/fuzz.sh $${FUZZ_TEST_SECONDS:-20}
 

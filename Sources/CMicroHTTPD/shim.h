@@ -77,17 +77,18 @@ static inline int tender_edge_listen(const char *host, uint16_t port, int backlo
         v6->sin6_port = htons(port);
         length = sizeof *v6;
     } else {
-        *error = 1;
+        *error = -1; /* not a numeric address */
         return -1;
     }
     int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) { *error = 2; return -1; }
+    if (fd < 0) { *error = errno; return -1; }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (storage.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&storage, length) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno; /* the errno of bind or listen, before close can change it */
         close(fd);
-        *error = 2;
+        *error = saved;
         return -1;
     }
     length = sizeof storage;

@@ -1,6 +1,6 @@
 /// The one error type of FinanceStore: a stable machine `code`, the offending field, and log-only context.
 ///
-/// Codes surface in `problem+json` bodies (CONTRACT §3, finance-store.md §5.4) and never change meaning.
+/// Codes surface in `problem+json` bodies (openapi.yaml, docs/finance-store.md §5.4) and never change meaning.
 /// `reason` refines `history_token_invalid` for logs only: clients always see the bare code so a forger
 /// learns nothing about which check failed.
 public struct FinanceError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -98,7 +98,7 @@ public struct FinanceLedger: Sendable {
     }
 }
 
-/// Balance rules (finance-store.md §5.7).
+/// Balance rules (docs/finance-store.md §5.7).
 ///
 /// With s(t) = +amount for a `credit` and −amount for a `debit` (the account's own point of view):
 /// - booked = Σ s over `booked` transactions;

@@ -1,5 +1,5 @@
 // The history page builder and the change-log read the PostgreSQL shell must run
-// (finance-store.md §2.5, §5.3, §5.5; reliability-security.md §4).
+// (docs/finance-store.md §2.5, §5.3, §5.5; docs/reliability-security.md §4).
 
 /// The change-log algorithm, as the SQL the shell runs. Read it before writing the shell.
 ///

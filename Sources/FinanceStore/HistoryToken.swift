@@ -1,4 +1,4 @@
-// Opaque, signed, scope-bound history tokens (finance-store.md §5.4–5.5, reliability-security.md §4).
+// Opaque, signed, scope-bound history tokens (docs/finance-store.md §5.4–5.5, docs/reliability-security.md §4).
 //
 // Layout v1 (big-endian), then base64url without padding after the prefix "hst1.":
 //   [0] version = 1 · [1] key id · [2] resource · [3..<7] epoch · [7..<15] xid · [15..<23] seq

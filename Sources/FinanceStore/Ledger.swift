@@ -1,4 +1,4 @@
-// Double-entry underneath the FinanceKit view (finance-store.md §5.7): every business event is a
+// Double-entry underneath the FinanceKit view (docs/finance-store.md §5.7): every business event is a
 // balanced posting; the FinanceKit transaction is the leg on an exposed (asset/liability) account,
 // with the indicator opposite to that leg's general-ledger side.
 

@@ -1,6 +1,6 @@
 /// Every bound FinanceStore enforces, with its default; the shell reads it from configuration.
 public struct FinanceLimits: Sendable, Equatable {
-    /// `limit` when a query omits it (finance-store.md §5.2).
+    /// `limit` when a query omits it (docs/finance-store.md §5.2).
     public var queryLimitDefault = 100
     /// Largest accepted `limit` (Plaid/Stripe-like ceiling, §5.2).
     public var queryLimitMax = 500

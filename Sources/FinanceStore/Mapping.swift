@@ -1,4 +1,4 @@
-// The pure mapping from Tender's business events to postings (finance-store.md §5.7, issue 6 item 2).
+// The pure mapping from Tender's business events to postings (docs/finance-store.md §5.7, issue 6 item 2).
 // The shell calls `FinanceMapping.effect(of:context:)` inside the same database transaction as the
 // payment outcome and writes what it returns; `FinanceLedger` is the in-memory reference of that write.
 
@@ -40,7 +40,7 @@ public struct EventMoney: Hashable, Sendable {
     }
 }
 
-/// Every business event that moves the merchant's money (issue 6, finance-store.md §5.7).
+/// Every business event that moves the merchant's money (issue 6, docs/finance-store.md §5.7).
 public enum BusinessEvent: Hashable, Sendable {
     /// A payment the processor approved: authorized credit on the settlement account.
     case paymentSucceeded(paymentID: String, money: EventMoney, at: FinanceTimestamp)
@@ -144,7 +144,7 @@ public enum LedgerAccounts {
     }
 }
 
-/// The event → posting table of finance-store.md §5.7.
+/// The event → posting table of docs/finance-store.md §5.7.
 public enum FinanceMapping {
     /// Posting key of a payment (status changes find it by this key).
     public static func paymentKey(_ paymentID: String) -> String { "payment:\(paymentID)" }

@@ -1,4 +1,4 @@
-// FinanceKit's model with FinanceKit's names (finance-store.md §1, JSON shape §5.1). Amounts are
+// FinanceKit's model with FinanceKit's names (docs/finance-store.md §1, JSON shape §5.1). Amounts are
 // always positive; direction is `creditDebitIndicator`, read from the account's point of view.
 
 /// FinanceKit `CreditDebitIndicator`: `credit` increases an asset or decreases a liability (Apple doc).
@@ -71,7 +71,7 @@ public enum AccountKind: String, Codable, Sendable, CaseIterable {
 
 /// FinanceKit `CurrencyAmount`: a non-negative amount in minor units plus its ISO 4217 code.
 ///
-/// JSON: `{"amount":"100.00","currencyCode":"EUR"}` with exactly the currency's digits (CONTRACT §3).
+/// JSON: `{"amount":"100.00","currencyCode":"EUR"}` with exactly the currency's digits (openapi.yaml).
 public struct CurrencyAmount: Hashable, Sendable, Codable {
     /// Amount in minor units; never negative (direction lives in `creditDebitIndicator`).
     public let amountMinor: Int64

@@ -1,6 +1,6 @@
 // The one file that stands between FinanceStore and the Money module: FinanceStore's currencies,
 // exponents and decimal strings come from `Money.Currency`, so Tender has a single ISO 4217 table
-// (CONTRACT §3: amounts are decimal strings with exactly the currency's minor digits). Money's
+// (openapi.yaml: amounts are decimal strings with exactly the currency's minor digits). Money's
 // errors become FinanceStore's own codes here, so FinanceStore keeps one error type.
 
 import Money

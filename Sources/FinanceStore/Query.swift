@@ -1,5 +1,5 @@
-// FinanceKit's TransactionQuery / AccountQuery as query-string parameters (CONTRACT §3,
-// finance-store.md §5.2): parsed with stable errors, applied in memory, and described as SQL
+// FinanceKit's TransactionQuery / AccountQuery as query-string parameters (openapi.yaml,
+// docs/finance-store.md §5.2): parsed with stable errors, applied in memory, and described as SQL
 // fragments so the PostgreSQL shell pushes the same filter, order, limit and offset into one statement.
 
 /// One decoded query-string pair (percent-decoding is the HTTP shell's job).

@@ -57,7 +57,7 @@ public struct HTTPConnectAddress: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Per-call settings; the defaults are the production-safe ones (CONTRACT §5, applepay-request.md §8 rule 44).
+/// Per-call settings; the defaults are the production-safe ones (docs/processor-protocol.md, docs/apple-pay-rules.md, rule 44).
 public struct HTTPClientOptions: Sendable {
     /// Deadline for TCP connect plus TLS handshake.
     public var connectTimeoutMilliseconds = 3_000

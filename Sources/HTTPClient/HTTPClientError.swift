@@ -24,7 +24,7 @@ public struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertib
         case other
     }
 
-    /// Why a merchant-validation URL was refused (applepay-request.md §8 rule 40).
+    /// Why a merchant-validation URL was refused (docs/apple-pay-rules.md, rule 40).
     public enum ValidationURLReason: String, Sendable, CaseIterable {
         /// Longer than `MerchantValidationURL.urlBytesMax`.
         case tooLong = "too_long"

@@ -1,6 +1,6 @@
-/// An Apple Pay `validationURL` that passed applepay-request.md §8 rule 40; only `check` builds one.
+/// An Apple Pay `validationURL` that passed docs/apple-pay-rules.md, rule 40; only `check` builds one.
 ///
-/// The endpoint is an SSRF sink (reliability-security.md, merchant validation): the URL comes from the
+/// The endpoint is an SSRF sink (docs/reliability-security.md, merchant validation): the URL comes from the
 /// browser, so it is parsed strictly here and rebuilt from the checked parts before libcurl sees it.
 public struct MerchantValidationURL: Sendable, Equatable, CustomStringConvertible {
     /// The URL to call, rebuilt as `https://<host><path>` from the checked parts.

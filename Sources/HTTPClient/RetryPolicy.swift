@@ -8,7 +8,7 @@ public enum RetryClass: String, Sendable {
 
 /// What to do after an attempt.
 public enum RetryDecision: Sendable, Equatable {
-    /// Wait this long, then send the same request again (same `Idempotency-Key`, CONTRACT §5).
+    /// Wait this long, then send the same request again (same `Idempotency-Key`, docs/processor-protocol.md).
     case retry(afterMilliseconds: Int)
     /// Keep this outcome.
     case stop
@@ -67,7 +67,7 @@ public struct RetryPolicy: Sendable, Equatable {
         }
     }
 
-    /// Classifies a status code: 408, 429 and 5xx are transient (CONTRACT §5), the rest final.
+    /// Classifies a status code: 408, 429 and 5xx are transient (docs/processor-protocol.md), the rest final.
     public static func classify(status: Int) -> RetryClass {
         if status == 408 || status == 429 || (500...599).contains(status) { return .transient }
         return .permanent

@@ -36,7 +36,7 @@ final class Edge: Sendable {
         var error: Int32 = 0
         let fd = tender_edge_listen(host, UInt16(port), 1_024, &bound, &error)
         guard fd >= 0 else {
-            throw HTTPServerError(code: "bind_failed", message: "Could not listen on \(host):\(port).")
+            throw HTTPServerError(code: "bind_failed", message: Self.bindFailure(host: host, port: port, errno: error))
         }
         tender_raise_file_limit()
         self.settings = settings
@@ -46,6 +46,18 @@ final class Edge: Sendable {
         let counts = EdgeCounts()
         self.loops = (0..<settings.loops).map { EdgeLoop(index: $0, listener: fd, settings: settings, registry: registry,
                                                           counts: counts) }
+    }
+
+    /// Why listening failed, naming the address: the operator's first question.
+    static func bindFailure(host: String, port: Int, errno: Int32) -> String {
+        let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        switch errno {
+        case -1: return "\(host) is not a numeric IPv4 or IPv6 address."
+        case EADDRINUSE: return "\(address) is already in use by another process."
+        case EACCES: return "Not permitted to listen on \(address) (ports below 1024 need privileges)."
+        case EADDRNOTAVAIL: return "\(host) is not an address of this machine."
+        default: return "Could not listen on \(address) (errno \(errno))."
+        }
     }
 
     /// Starts one thread per loop; false if a thread or epoll set could not be made.

@@ -1,5 +1,5 @@
 // Exact decimal strings ⇄ Int64 minor units. Decimal strings exist only at the JSON edge; nothing
-// here goes through Double (reference applepay-request.md §5.1, §5.4).
+// here goes through Double (Apple Pay JS amounts are decimal strings: docs/apple-pay-rules.md, rules 6 and 9).
 
 extension Currency {
     /// Parses a decimal string with exactly this currency's minor-unit digits into minor units.

@@ -1,4 +1,4 @@
-// Tender's own input for POST /v1/checkout-sessions (CONTRACT §3). Unknown fields anywhere in it are
+// Tender's own input for POST /v1/checkout-sessions (openapi.yaml). Unknown fields anywhere in it are
 // refused with `unknown_field`, so a typo or a client-sent `total` never silently changes a payment.
 
 /// A shipping method as the merchant offers it: Apple's fields plus Tender's `countries` extension.
@@ -99,7 +99,7 @@ public struct Cart: Codable, Hashable, Sendable {
         self.lineItems = lineItems
     }
 
-    /// The fields a cart may carry, nested (CONTRACT §3 plus Apple's request options).
+    /// The fields a cart may carry, nested (openapi.yaml plus Apple's request options).
     public static let keySchema: KeySchema = {
         let contact = KeySchema.object(Dictionary(uniqueKeysWithValues: [
             "phoneNumber", "emailAddress", "givenName", "familyName", "phoneticGivenName", "phoneticFamilyName",

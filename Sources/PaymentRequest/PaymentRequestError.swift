@@ -2,7 +2,7 @@ import Money
 
 /// One failed check: a stable snake_case `code`, the JSON `path` of the field, and the checklist rule.
 ///
-/// `rule` is the number in reference/applepay-request.md §8 (1–39); 0 marks Tender's own checks
+/// `rule` is the number in docs/apple-pay-rules.md (1–39); 0 marks Tender's own checks
 /// (limits, JSON shape, metadata) that are not in that checklist.
 public struct RequestIssue: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Stable machine code, e.g. `unsupported_network_for_version`.

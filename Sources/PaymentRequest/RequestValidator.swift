@@ -27,7 +27,7 @@ public struct ValidationContext: Sendable {
     }
 }
 
-/// Rules 1–30 of reference/applepay-request.md §8 as a table of small named checks, most basic first.
+/// Rules 1–30 of docs/apple-pay-rules.md as a table of small named checks, most basic first.
 public enum RequestValidator {
     /// One named check and the checklist rule it enforces.
     public struct Check: Sendable {

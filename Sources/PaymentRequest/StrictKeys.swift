@@ -1,4 +1,4 @@
-// Unknown-field refusal for Tender's own request objects (CONTRACT §3): a typo or a client-sent
+// Unknown-field refusal for Tender's own request objects (openapi.yaml): a typo or a client-sent
 // `total` must never be silently dropped. Objects Apple produces are decoded leniently instead.
 
 /// The structure of a JSON document with leaf values erased: enough to compare keys to a schema.

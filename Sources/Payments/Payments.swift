@@ -1,7 +1,7 @@
 // Payments: the exactly-once payment state machine and processor protocol (pure: no I/O; time, ids
 // and randomness come in as parameters).
 
-/// What a client sees of a payment (CONTRACT §3, payment result).
+/// What a client sees of a payment (openapi.yaml, payment result).
 public enum PaymentStatus: String, Sendable, CaseIterable, Codable {
     /// The processor approved the authorization.
     case succeeded
@@ -16,7 +16,7 @@ public enum PaymentStatus: String, Sendable, CaseIterable, Codable {
     public var isFinal: Bool { self != .pending }
 }
 
-/// The committed checkpoints of one payment attempt (reliability-security.md §1.3, Brandur's recovery
+/// The committed checkpoints of one payment attempt (docs/reliability-security.md §1.3, Brandur's recovery
 /// points). A crash between two of them leaves a state that a retry of the same key resumes.
 public enum RecoveryPoint: String, Sendable, CaseIterable {
     /// The idempotency key is claimed; nothing else is committed.
@@ -141,9 +141,9 @@ public enum PaymentIdentifier {
     }
 }
 
-/// The key Tender sends to the processor (CONTRACT §5): derived only from stable identifiers, so every
+/// The key Tender sends to the processor (docs/processor-protocol.md): derived only from stable identifiers, so every
 /// retry of one attempt — after a crash, from the resolver, from another node — carries the same key
-/// (reliability-security.md I12). Never a fresh local sequence value.
+/// (docs/reliability-security.md I12). Never a fresh local sequence value.
 public enum ProcessorKey {
     /// Key of the authorization of `paymentId`.
     public static func authorization(paymentId: String) -> String { "tender:\(paymentId):authorize" }
@@ -180,7 +180,7 @@ public final class SensitiveCardData: @unchecked Sendable, CustomStringConvertib
     public var description: String { "SensitiveCardData(redacted)" }
 }
 
-/// One authorization as sent to a processor (CONTRACT §5 body fields).
+/// One authorization as sent to a processor (docs/processor-protocol.md body fields).
 public struct AuthorizationRequest: Sendable, CustomStringConvertible {
     /// Tender merchant id.
     public var merchantId: String
@@ -196,7 +196,7 @@ public struct AuthorizationRequest: Sendable, CustomStringConvertible {
     public var expirationMonth: Int
     /// Four-digit expiry year.
     public var expirationYear: Int
-    /// ECI indicator, forwarded when present (applepay-request.md rule 55).
+    /// ECI indicator, forwarded when present (docs/apple-pay-rules.md, rule 55).
     public var eci: String?
     /// `3DSecure` or `EMV`.
     public var paymentDataType: String
@@ -259,7 +259,7 @@ public struct RefundRequest: Sendable {
 }
 
 /// A payment processor connector. Calls block; an unanswered call is `.unknown`, never a throw, so
-/// the caller records `pending` and the resolver re-sends with the same key (CONTRACT §5).
+/// the caller records `pending` and the resolver re-sends with the same key (docs/processor-protocol.md).
 public protocol PaymentProcessor: Sendable {
     /// Authorizes (and captures) a payment.
     func authorize(_ request: AuthorizationRequest) -> ProcessorOutcome

@@ -1,7 +1,7 @@
-// Adyen "Settlement details report" (finance-store.md §4.1): columns are found by header name, so
+// Adyen "Settlement details report" (docs/finance-store.md §4.1): columns are found by header name, so
 // Adyen's optional extra columns (Booking Date, Store, Acquirer Reference…) may appear anywhere.
 
-/// Adyen journal types Tender understands, mapped onto the common line types (finance-store.md §4.4).
+/// Adyen journal types Tender understands, mapped onto the common line types (docs/finance-store.md §4.4).
 ///
 /// The list is Adyen's documented `Type` values of the Settlement details report (docs.adyen.com,
 /// "Settlement details report" and its "Journal types" page), compared case-insensitively: Adyen's
@@ -171,7 +171,7 @@ struct AdyenLayout {
             refundId = record.optional(position)
         }
         let variant = optionalIndex[.paymentMethodVariant].flatMap { record.optional($0) }
-        // finance-store.md §4.5: Psp Reference + Modification Reference + Type (+ batch).
+        // docs/finance-store.md §4.5: Psp Reference + Modification Reference + Type (+ batch).
         var keyParts = ["adyen-sdr", merchantAccount, batchNumber, journal, pspReference ?? "",
                         modificationReference ?? ""]
         let unreferenced = pspReference == nil && modificationReference == nil

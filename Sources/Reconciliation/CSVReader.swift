@@ -29,7 +29,7 @@ public struct ByteArraySource: ByteChunkSource, Sendable {
 }
 
 /// A source that shows every chunk to an observer before passing it on, e.g. to feed an incremental
-/// SHA-256 while the file streams through the reader (the file digest of finance-store.md §4.5).
+/// SHA-256 while the file streams through the reader (the file digest of docs/finance-store.md §4.5).
 public struct ObservedSource<Base: ByteChunkSource>: ByteChunkSource {
     private var base: Base
     private let observe: (ArraySlice<UInt8>) -> Void

@@ -1,4 +1,4 @@
-// Idempotent re-import (finance-store.md §4.5): file identity, line identity, revision differences.
+// Idempotent re-import (docs/finance-store.md §4.5): file identity, line identity, revision differences.
 
 /// Identity of an imported file: its format and the digest of its raw bytes (§4.5 point 1).
 public struct SettlementFileIdentity: Sendable, Hashable, Codable {

@@ -1,6 +1,6 @@
 // The only file that knows about currencies and decimal amounts: it forwards to the `Money` module
 // (ISO 4217 table, exact decimal parsing) and adds the one rule Money does not have, Adyen's
-// shortened fractions ("98.8", "100" for EUR, finance-store.md §4.1).
+// shortened fractions ("98.8", "100" for EUR, docs/finance-store.md §4.1).
 import Money
 
 /// How many fraction digits a decimal amount may carry.

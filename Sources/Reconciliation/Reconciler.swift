@@ -1,7 +1,7 @@
-// Matching settlement lines against what Tender recorded (finance-store.md §4.4, CONTRACT §3).
+// Matching settlement lines against what Tender recorded (docs/finance-store.md §4.4, openapi.yaml).
 import Foundation
 
-/// Ledger status of a recorded payment or refund (FinanceKit transaction status, finance-store.md §5.7).
+/// Ledger status of a recorded payment or refund (FinanceKit transaction status, docs/finance-store.md §5.7).
 public enum RecordedStatus: String, Sendable, Codable, CaseIterable {
     /// Authorized, not yet captured.
     case authorized
@@ -81,7 +81,7 @@ public struct ReconciliationConfiguration: Sendable, Equatable {
     /// How long after recording a capture may stay absent before it is `missing_in_settlement`.
     public var settlementLagSeconds: Int64
 
-    /// Exact amounts; a 7-day lag (processors settle T+1…T+7, finance-store.md §4.4).
+    /// Exact amounts; a 7-day lag (processors settle T+1…T+7, docs/finance-store.md §4.4).
     public init(amountToleranceMinor: Int64 = 0, settlementLagSeconds: Int64 = 7 * 86_400) {
         precondition(amountToleranceMinor >= 0 && settlementLagSeconds >= 0, "limits are non-negative")
         self.amountToleranceMinor = amountToleranceMinor
@@ -89,7 +89,7 @@ public struct ReconciliationConfiguration: Sendable, Equatable {
     }
 }
 
-/// Reconciliation categories, raw values exactly as CONTRACT §3.
+/// Reconciliation categories, raw values exactly as openapi.yaml.
 public enum ReconciliationCategory: String, Sendable, Codable, CaseIterable, Comparable {
     case matched
     case amountMismatch = "amount_mismatch"
@@ -158,7 +158,7 @@ public struct ReconciliationItem: Sendable, Equatable, Codable {
     }
 }
 
-/// Σ of a batch's lines against its payout (finance-store.md §4.4 `payout` / batch row).
+/// Σ of a batch's lines against its payout (docs/finance-store.md §4.4 `payout` / batch row).
 public struct BatchBalance: Sendable, Equatable, Codable {
     /// Batch identity.
     public var batchId: String
@@ -188,7 +188,7 @@ public struct BatchBalance: Sendable, Equatable, Codable {
     }
 }
 
-/// Kinds of finance-store effects a reconciliation asks the shell to apply (finance-store.md §5.7).
+/// Kinds of finance-store effects a reconciliation asks the shell to apply (docs/finance-store.md §5.7).
 public enum FinanceEffectKind: String, Sendable, Codable, CaseIterable {
     /// Mark the recorded payment `booked` with `postedDate` (an update, same transaction id).
     case bookPayment = "book_payment"

@@ -1,14 +1,14 @@
-// The common shape every settlement format is parsed into (finance-store.md §4, CONTRACT §3).
+// The common shape every settlement format is parsed into (docs/finance-store.md §4, openapi.yaml).
 
 /// Settlement report formats Tender imports (`POST /v1/settlement-reports?format=`).
 public enum SettlementReportFormat: String, Sendable, Codable, CaseIterable {
-    /// Tender's own CSV (CONTRACT §3).
+    /// Tender's own CSV (openapi.yaml).
     case generic
-    /// Adyen's Settlement details report (finance-store.md §4.1).
+    /// Adyen's Settlement details report (docs/finance-store.md §4.1).
     case adyenSDR = "adyen-sdr"
 }
 
-/// What a settlement line is, independent of the processor's wording (CONTRACT §3 `type`).
+/// What a settlement line is, independent of the processor's wording (openapi.yaml `type`).
 public enum SettlementLineType: String, Sendable, Codable, CaseIterable {
     /// A captured payment settled to the merchant (Adyen `Settled`).
     case payment
@@ -119,7 +119,7 @@ public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStr
 public struct SettlementLine: Sendable, Equatable, Codable {
     /// 1-based physical line where the record starts in the file.
     public var lineNumber: Int
-    /// Identity of the line within its provider (finance-store.md §4.5 point 3).
+    /// Identity of the line within its provider (docs/finance-store.md §4.5 point 3).
     public var naturalKey: String
     /// Identity of the settlement batch (Adyen: merchant account + batch number).
     public var batchId: String

@@ -105,7 +105,7 @@ func checkedSum(_ values: [Int64], record: CSVRecord, field index: Int, name: St
     return total
 }
 
-/// Tender's `generic` CSV (CONTRACT §3).
+/// Tender's `generic` CSV (openapi.yaml).
 ///
 /// Amounts carry exactly the currency's fraction digits. Direction comes from `type`: debit types
 /// (refund, fee, chargeback, payout) may be written positive or negative and are stored negative;

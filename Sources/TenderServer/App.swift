@@ -19,6 +19,8 @@ public final class TenderApp: Sendable {
     public let payments: PaymentsService
     /// Derives checkout client secrets from the master key (never stored).
     public let clientSecrets: ClientSecretKey
+    /// Apple's domain-association file, read once at start (nil when not configured or unreadable).
+    let domainAssociation: HTTPResponse?
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -38,6 +40,7 @@ public final class TenderApp: Sendable {
                                              verifier: tokens,
                                              sink: FinancePaymentSink(processor: configuration.processor.rawValue),
                                              metrics: metrics)
+        self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
     }
 
     /// The full route table.
@@ -47,6 +50,10 @@ public final class TenderApp: Sendable {
         router.add("GET", "/readyz") { [self] request in try self.readiness(request) }
         router.add("GET", "/metrics", inline: true) { [self] _ in
             .text(self.metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        }
+        router.add("GET", DomainAssociation.path, inline: true) { [domainAssociation] _ in
+            guard let domainAssociation else { throw DomainAssociation.notConfigured }
+            return domainAssociation
         }
         router.add("GET", "/v1/merchant", guarded(authenticated { _, merchant in
             .json(MerchantView(merchant))
@@ -223,4 +230,25 @@ public enum Problems {
         status: 401, code: "unauthorized", title: "Unauthorized",
         detail: "A valid API key or client secret is required.",
         headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
+}
+
+/// Apple's merchant domain verification: Apple fetches this path on every domain registered for Apple
+/// Pay on the web and expects the exact file the developer portal handed out (README.md, Configuration).
+enum DomainAssociation {
+    static let path = "/.well-known/apple-developer-merchantid-domain-association"
+    /// Apple's files are a few kilobytes; anything far larger is the wrong file.
+    static let fileBytesMax = 65_536
+
+    static let notConfigured = HTTPProblem(status: 404, code: "domain_association_not_configured", title: "Not found",
+                                           detail: "No Apple Pay domain-association file is configured.")
+
+    /// The file's bytes as a response, or nil (logged) when unset, unreadable or too large.
+    static func response(file: String?, logger: Logger) -> HTTPResponse? {
+        guard let file else { return nil }
+        guard let data = FileManager.default.contents(atPath: file), data.count <= fileBytesMax, !data.isEmpty else {
+            logger.error("domain-association file unusable", [("path", file), ("bytes_max", String(fileBytesMax))])
+            return nil
+        }
+        return HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; charset=utf-8")]), body: Array(data))
+    }
 }

@@ -16,7 +16,7 @@ public enum ProcessorKind: String, Sendable {
     case simulator, http
 }
 
-/// Tender's configuration, parsed and validated once at start (CONTRACT §2).
+/// Tender's configuration, parsed and validated once at start (README.md, Configuration).
 public struct TenderConfiguration: Sendable {
     /// libpq connection string; nil means the local cluster started by `make run`.
     public var databaseURL: String?
@@ -34,6 +34,11 @@ public struct TenderConfiguration: Sendable {
     public var applePayGatewayCAFile: String?
     public var logFormat: LogFormat
     public var limits: ServerLimits
+    /// `TENDER_DOMAIN_ASSOCIATION_FILE`: Apple's merchant domain-association file, served at
+    /// `/.well-known/apple-developer-merchantid-domain-association`; nil serves nothing there.
+    public var domainAssociationFile: String?
+    /// How Tender authenticates to the `http` processor (`TENDER_PROCESSOR_TOKEN_FILE`, client certificate, CA).
+    public var processorAuthentication = ProcessorAuthentication.none
     /// Matching rules of settlement reports (`TENDER_RECON_AMOUNT_TOLERANCE_MINOR`,
     /// `TENDER_RECON_SETTLEMENT_LAG_SECONDS`): exact amounts and a 7-day lag unless set.
     public var reconciliation = ReconciliationConfiguration()
@@ -149,6 +154,13 @@ public struct TenderConfiguration: Sendable {
             applePayGatewayCAFile: value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"),
             logFormat: logFormat,
             limits: limits)
+        configuration.processorAuthentication = try ProcessorAuthentication.load(value)
+        if let file = value("TENDER_DOMAIN_ASSOCIATION_FILE") {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ConfigurationError(variable: "TENDER_DOMAIN_ASSOCIATION_FILE", reason: "file not readable: \(file)")
+            }
+            configuration.domainAssociationFile = file
+        }
         configuration.localClusterPort = try integer(env, "TENDER_PG_PORT", default: 54_329, range: 1...65_535)
         let reconciliationDefaults = ReconciliationConfiguration()
         let toleranceMinor = try integer(env, "TENDER_RECON_AMOUNT_TOLERANCE_MINOR",

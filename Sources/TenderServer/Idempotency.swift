@@ -3,7 +3,7 @@ import Foundation
 import HTTPServer
 import Postgres
 
-/// `Idempotency-Key` handling (reliability-security.md §1.4, rules I1–I8).
+/// `Idempotency-Key` handling (docs/reliability-security.md §1.4, rules I1–I8).
 public enum Idempotency {
     /// Longest accepted key (I2).
     public static let keyBytesMax = 255

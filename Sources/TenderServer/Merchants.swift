@@ -13,7 +13,7 @@ public struct TenderError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code): \(detail)" }
 }
 
-/// A registered merchant (CONTRACT §1 `tender merchants add`).
+/// A registered merchant (README.md, Commands `tender merchants add`).
 public struct Merchant: Sendable, Codable, Equatable {
     public var merchantId: String
     public var displayName: String
@@ -56,6 +56,26 @@ public struct Merchant: Sendable, Codable, Equatable {
     }
 }
 
+/// An API key as listings show it: its id (the part between `tk_` and the next `_`), never the secret.
+public struct APIKeyInfo: Sendable, Codable, Equatable {
+    public let keyId: String
+    public let merchantId: String
+    public let createdAt: Date
+    /// Last successful authentication, to the minute (`APIKeyUsage.lastUsedResolutionSeconds`); nil if never.
+    public let lastUsedAt: Date?
+    public let revokedAt: Date?
+    /// `active` or `revoked`.
+    public let status: String
+}
+
+/// How API key use is recorded.
+public enum APIKeyUsage {
+    /// `last_used_at` is rewritten at most this often per key, so authentication stays a read.
+    public static let lastUsedResolutionSeconds = 60
+    /// Keys one listing returns at most (a merchant needs a handful; rotation leaves a few more).
+    public static let listMax = 1_000
+}
+
 /// A newly minted API key. The secret is shown once; only its SHA-256 is stored.
 public struct IssuedAPIKey: Sendable {
     public let keyId: String
@@ -84,6 +104,86 @@ public struct MerchantStore: Sendable {
         } catch let error as PostgresError where error.isUniqueViolation {
             throw TenderError("merchant_exists", "merchant \(m.merchantId) is already registered")
         }
+    }
+
+    /// Every merchant, by id (at most `listMax`).
+    public func list() throws -> [Merchant] {
+        try pool.query("""
+            SELECT merchant_id, display_name, array_to_string(domains, ',') AS domains, country_code,
+                   array_to_string(currencies, ',') AS currencies,
+                   array_to_string(supported_networks, ',') AS supported_networks,
+                   array_to_string(merchant_capabilities, ',') AS merchant_capabilities, finance_restricted
+            FROM merchants ORDER BY merchant_id LIMIT $1
+            """, [Self.listMax]).rows.map(Self.decodeMerchant)
+    }
+
+    /// Merchants one listing returns at most.
+    public static let listMax = 10_000
+
+    /// Changes a merchant's display name, domains or currencies (nil keeps the value), validated as
+    /// `merchants add` validates them; `merchant_not_found` for an unknown id. Checkout sessions
+    /// already created keep the payment request they were priced with.
+    public func update(merchantId: String, displayName: String?, domains: [String]?, currencies: [String]?) throws -> Merchant {
+        try pool.transaction { conn in
+            guard var current = try conn.query("""
+                SELECT merchant_id, display_name, array_to_string(domains, ',') AS domains, country_code,
+                       array_to_string(currencies, ',') AS currencies,
+                       array_to_string(supported_networks, ',') AS supported_networks,
+                       array_to_string(merchant_capabilities, ',') AS merchant_capabilities, finance_restricted
+                FROM merchants WHERE merchant_id = $1 FOR UPDATE
+                """, [merchantId]).first.map(Self.decodeMerchant) else {
+                throw TenderError("merchant_not_found", "no merchant \(merchantId)")
+            }
+            let checked = try Merchant.validated(merchantId: merchantId, displayName: displayName ?? current.displayName,
+                                                 domains: domains ?? current.domains, countryCode: current.countryCode,
+                                                 currencies: currencies ?? current.currencies)
+            current.displayName = checked.displayName
+            current.domains = checked.domains
+            current.currencies = checked.currencies
+            _ = try conn.execute("""
+                UPDATE merchants SET display_name = $2, domains = string_to_array($3, ','), currencies = string_to_array($4, ',')
+                WHERE merchant_id = $1
+                """, [merchantId, current.displayName, current.domains.joined(separator: ","), current.currencies.joined(separator: ",")])
+            return current
+        }
+    }
+
+    /// The merchant's API keys, oldest first, without secrets; `merchant_not_found` for an unknown id.
+    public func apiKeys(merchantId: String) throws -> [APIKeyInfo] {
+        try pool.withConnection { conn in
+            guard try conn.query("SELECT 1 AS found FROM merchants WHERE merchant_id = $1", [merchantId]).first != nil else {
+                throw TenderError("merchant_not_found", "no merchant \(merchantId)")
+            }
+            return try conn.query("""
+                SELECT key_id, merchant_id, created_at, last_used_at, revoked_at FROM api_keys
+                WHERE merchant_id = $1 ORDER BY created_at, key_id LIMIT $2
+                """, [merchantId, APIKeyUsage.listMax]).rows.map(Self.decodeAPIKey)
+        }
+    }
+
+    /// Revokes a key at once: every node reads the key row on each request (no cache), so the next
+    /// request after this commits is refused everywhere. `api_key_not_found`, `api_key_already_revoked`.
+    public func revokeAPIKey(keyId: String) throws -> APIKeyInfo {
+        try pool.transaction { conn in
+            guard let row = try conn.query("SELECT revoked_at FROM api_keys WHERE key_id = $1 FOR UPDATE", [keyId]).first else {
+                throw TenderError("api_key_not_found", "no API key \(keyId) (give the part between tk_ and the next _)")
+            }
+            guard try row.decodeIfPresent("revoked_at", as: Date.self) == nil else {
+                throw TenderError("api_key_already_revoked", "API key \(keyId) is already revoked")
+            }
+            guard let updated = try conn.query("""
+                UPDATE api_keys SET revoked_at = now() WHERE key_id = $1
+                RETURNING key_id, merchant_id, created_at, last_used_at, revoked_at
+                """, [keyId]).first else { throw TenderError("api_key_not_found", "no API key \(keyId)") }
+            return try Self.decodeAPIKey(updated)
+        }
+    }
+
+    static func decodeAPIKey(_ row: PostgresRow) throws -> APIKeyInfo {
+        let revokedAt: Date? = try row.decodeIfPresent("revoked_at")
+        return APIKeyInfo(keyId: try row.decode("key_id"), merchantId: try row.decode("merchant_id"),
+                          createdAt: try row.decode("created_at"), lastUsedAt: try row.decodeIfPresent("last_used_at"),
+                          revokedAt: revokedAt, status: revokedAt == nil ? "active" : "revoked")
     }
 
     /// Loads one merchant.
@@ -134,15 +234,20 @@ public struct MerchantStore: Sendable {
         guard let parsed = APIKeyFormat.parse(bearer) else { return nil }
         // One round trip: the key row and its merchant together.
         guard let row = try pool.query(SQL(idempotent: """
-            SELECT k.secret_sha256, m.merchant_id, m.display_name, array_to_string(m.domains, ',') AS domains,
+            SELECT k.secret_sha256, k.last_used_at IS NULL OR k.last_used_at < now() - make_interval(secs => $2) AS use_stale,
+                   m.merchant_id, m.display_name, array_to_string(m.domains, ',') AS domains,
                    m.country_code, array_to_string(m.currencies, ',') AS currencies,
                    array_to_string(m.supported_networks, ',') AS supported_networks,
                    array_to_string(m.merchant_capabilities, ',') AS merchant_capabilities, m.finance_restricted
             FROM api_keys k JOIN merchants m ON m.merchant_id = k.merchant_id
             WHERE k.key_id = $1 AND k.revoked_at IS NULL
-            """), [parsed.keyId]).first else { return nil }
+            """), [parsed.keyId, APIKeyUsage.lastUsedResolutionSeconds]).first else { return nil }
         let stored: [UInt8] = try row.decode("secret_sha256")
         guard constantTimeEqual(stored, Digest.sha256(parsed.secret)) else { return nil }
+        if try row.decode("use_stale", as: Bool.self) {
+            // At most once a minute per key; a lost update only makes the shown time older.
+            _ = try? pool.execute("UPDATE api_keys SET last_used_at = now() WHERE key_id = $1", [parsed.keyId])
+        }
         return try Self.decodeMerchant(row)
     }
 }

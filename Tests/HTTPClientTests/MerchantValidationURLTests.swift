@@ -1,7 +1,7 @@
 import HTTPClient
 import Testing
 
-/// applepay-request.md §8 rule 40 and reliability-security.md test 16 (merchant-validation SSRF).
+/// docs/apple-pay-rules.md, rule 40 and docs/reliability-security.md test 16 (merchant-validation SSRF).
 struct MerchantValidationURLTests {
     static let hosts = MerchantValidationURL.appleGatewayHostsProduction + MerchantValidationURL.appleGatewayHostsSandbox
 

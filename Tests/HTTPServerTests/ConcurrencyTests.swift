@@ -153,6 +153,8 @@ final class Gate: Sendable {
         let second = HTTPServer(configuration: configuration, router: Router())
         let error = #expect(throws: HTTPServerError.self) { try second.start() }
         #expect(error?.code == "bind_failed")
+        // The message names the address and the cause (EADDRINUSE), not just "could not listen".
+        #expect(error?.message == "127.0.0.1:\(test.port) is already in use by another process.")
     }
 
     @Test func invalidConfigurationIsRefused() throws {

@@ -34,7 +34,7 @@ import Reconciliation
             #expect(line.type == type, "\(journal)")
             #expect(line.batchId == "TenderEU:42")
         }
-        // The types named in finance-store.md §4.1 and §4.4.
+        // The types named in docs/finance-store.md §4.1 and §4.4.
         for journal in ["Settled", "Refunded", "RefundedReversed", "Fee", "MiscCosts", "PaymentCost",
                         "Chargeback", "SecondChargeback", "ChargebackReversed", "MerchantPayout",
                         "Balancetransfer", "DepositCorrection", "InvoiceDeduction", "ManualCorrected"] {

@@ -87,22 +87,30 @@ public struct SandboxAuthority: Sendable {
     /// merchant-id extension) and key, signed by the sandbox root.
     public func makeMerchantKey(merchantIdentifier: String, validFrom: Date, validityDays: Int = 825,
                                 omitMerchantIdForTesting: Bool = false) throws(TokenError) -> MerchantKey {
-        let (certificate, key) = try Self.sandbox {
-            let key = try PrivateKey.generateP256()
+        let key = try Self.sandbox { try PrivateKey.generateP256() }
+        let certificate = try issueMerchantCertificate(merchantIdentifier: merchantIdentifier, publicKey: key.publicKey,
+                                                       validFrom: validFrom, validityDays: validityDays,
+                                                       omitMerchantIdForTesting: omitMerchantIdForTesting)
+        return try MerchantKey(certificate: certificate, privateKey: key)
+    }
+
+    /// Issues a payment-processing certificate for a public key made elsewhere (what Apple's portal
+    /// does with the CSR `tender keys csr` writes), carrying the merchant-id extension Apple sets.
+    public func issueMerchantCertificate(merchantIdentifier: String, publicKey: PublicKey, validFrom: Date, validityDays: Int = 825,
+                                         omitMerchantIdForTesting: Bool = false) throws(TokenError) -> Certificate {
+        try Self.sandbox {
             // Apple stores hex(SHA-256(merchant id)) as a DER UTF8String of 64 characters.
             let hashHex = Array(hexEncoded(Digest.sha256(merchantIdentifier)).uppercased().utf8)
             let value: [UInt8] = [0x0C, UInt8(hashHex.count)] + hashHex
-            let certificate = try CertificateIssuer.issue(
+            return try CertificateIssuer.issue(
                 CertificateTemplate(commonName: "Merchant ID: \(merchantIdentifier)", organization: "Tender Sandbox Merchant",
                                     serialNumber: Self.randomSerial(), notBefore: validFrom,
                                     notAfter: validFrom.addingTimeInterval(Double(validityDays) * 86_400),
                                     isCertificateAuthority: false, keyUsage: "critical,keyEncipherment,keyAgreement",
                                     customExtensions: omitMerchantIdForTesting ? []
                                         : [CertificateExtension(oid: AppleOID.merchantIdentifier, isCritical: false, value: value)]),
-                subjectKey: key.publicKey, issuer: root, issuerKey: rootKey)
-            return (certificate, key)
+                subjectKey: publicKey, issuer: root, issuerKey: rootKey)
         }
-        return try MerchantKey(certificate: certificate, privateKey: key)
     }
 
     /// Mints an EC_v1 token for `merchant` exactly as Apple Pay JS would hand it to the page.

@@ -1,19 +1,25 @@
 import Foundation
 import Postgres
 
-/// `tender keys import|list|retire` (CONTRACT §1): merchant Apple Pay keys, sealed at rest.
+/// `tender keys import|csr|list|retire` (README.md, Commands): merchant Apple Pay keys, sealed at rest.
 enum KeysCommands {
     static let help = """
-        usage: tender keys import --merchant-id ID --certificate FILE --private-key FILE [--kind processing|identity]
+        usage: tender keys csr --merchant-id ID --kind processing|identity --out DIR
+               tender keys import --merchant-id ID --certificate FILE [--private-key FILE] [--kind processing|identity]
                tender keys list [--merchant-id ID]
                tender keys retire --public-key-hash H | --key-id ID
 
+        csr     makes the private key Apple's portal asks for (EC P-256 for payment processing, RSA 2048 for
+                the merchant identity), seals it with the master key, keeps it as pending, and writes the
+                certificate signing request to DIR/<merchant-id>.<kind>.certSigningRequest for upload to Apple.
         import  stores an Apple Pay payment-processing certificate + key (default) or the merchant-identity
-                certificate + key (mutual TLS for merchant validation; replaces the previous one). The key may
-                be PEM (SEC1, PKCS#8, after EC PARAMETERS or .p12 "Bag Attributes") or bare base64 DER; it is
-                sealed with the master key (TENDER_MASTER_KEY_FILE) before it reaches the database.
+                certificate + key (mutual TLS for merchant validation; replaces the previous one). The
+                certificate may be DER (Apple's .cer download) or PEM. Without --private-key the key is the
+                pending one `tender keys csr` made for this certificate's public key (its kind too). A key
+                file may be PEM (SEC1, PKCS#8, after EC PARAMETERS or .p12 "Bag Attributes") or bare base64
+                DER; it is sealed with the master key (TENDER_MASTER_KEY_FILE) before it reaches the database.
                 Prints {"publicKeyHash": …} for processing keys, {"keyId": …} for identity keys.
-        list    prints the stored keys as JSON; never any key material.
+        list    prints the stored keys and the pending requests as JSON; never any key material.
         retire  stops a key from ever decrypting again. Several processing keys may be active at once:
                 import the new one, wait for tokens for the old one to drain, then retire it.
         """
@@ -26,13 +32,14 @@ enum KeysCommands {
             if args.wantsHelp { Console.out(help); return .success }
             try args.expectPositionals(0)
             let merchantId = try args.required("merchant-id")
-            let kindText = args.value("kind") ?? MerchantKeyKind.processing.rawValue
-            guard let kind = MerchantKeyKind(rawValue: kindText) else { throw UsageError(message: "--kind must be processing or identity") }
-            let certificate = try readSmallFile(try args.required("certificate"), flag: "certificate")
-            let key = try readSmallFile(try args.required("private-key"), flag: "private-key")
+            let kind = try args.value("kind").map(parseKind)
+            let certificate = try readSmallBytes(try args.required("certificate"), flag: "certificate")
+            let key = try args.value("private-key").map { try readSmallFile($0, flag: "private-key") }
             let (store, pool) = try openKeyStore(environment)
             defer { pool.close() }
-            let info = try store.importKey(merchantId: merchantId, certificatePEM: certificate, privateKey: key, kind: kind)
+            let info = try key.map {
+                try store.importKey(merchantId: merchantId, certificate: certificate, privateKey: $0, kind: kind ?? .processing)
+            } ?? store.importCertificate(merchantId: merchantId, certificate: certificate, kind: kind)
             if let hash = info.publicKeyHash {
                 struct Output: Encodable { let publicKeyHash: String; let keyId: String; let merchantId: String; let certificateNotAfter: Date }
                 KeysCommands.printJSON(Output(publicKeyHash: hash, keyId: info.keyId, merchantId: info.merchantId, certificateNotAfter: info.certificateNotAfter))
@@ -40,6 +47,33 @@ enum KeysCommands {
                 struct Output: Encodable { let keyId: String; let merchantId: String; let kind: String; let certificateNotAfter: Date }
                 KeysCommands.printJSON(Output(keyId: info.keyId, merchantId: info.merchantId, kind: info.kind.rawValue, certificateNotAfter: info.certificateNotAfter))
             }
+            return .success
+        case "csr":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "kind", "out"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let merchantId = try args.required("merchant-id")
+            let kind = try parseKind(try args.required("kind"))
+            let directory = try args.required("out")
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw TenderError("directory_not_found", "--out: \(directory) is not a directory")
+            }
+            let path = directory + "/\(merchantId).\(kind.rawValue).certSigningRequest"
+            guard !FileManager.default.fileExists(atPath: path) else {
+                throw TenderError("file_exists", "--out: \(path) exists; move it away first")
+            }
+            let (store, pool) = try openKeyStore(environment)
+            defer { pool.close() }
+            let (pending, request) = try store.makeCertificateRequest(merchantId: merchantId, kind: kind)
+            guard FileManager.default.createFile(atPath: path, contents: Data(request.pem.utf8)) else {
+                throw TenderError("file_unwritable", "--out: cannot write \(path); the key \(pending.keyId) stays pending, run csr again")
+            }
+            struct Output: Encodable {
+                let keyId: String; let merchantId: String; let kind: String; let publicKeyHash: String; let certificateSigningRequest: String
+            }
+            KeysCommands.printJSON(Output(keyId: pending.keyId, merchantId: merchantId, kind: kind.rawValue,
+                                          publicKeyHash: pending.publicKeyHash, certificateSigningRequest: path))
             return .success
         case "list":
             let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id"])
@@ -49,8 +83,9 @@ enum KeysCommands {
             defer { pool.close() }
             // Listing needs no master key: nothing sealed is read.
             let store = KeyStore(pool: pool, masterKeyFile: "")
-            struct Output: Encodable { let keys: [StoredKeyInfo] }
-            KeysCommands.printJSON(Output(keys: try store.list(merchantId: args.value("merchant-id"))))
+            struct Output: Encodable { let keys: [StoredKeyInfo]; let pendingRequests: [KeyStore.PendingKeyRequest] }
+            KeysCommands.printJSON(Output(keys: try store.list(merchantId: args.value("merchant-id")),
+                                          pendingRequests: try store.pendingRequests(merchantId: args.value("merchant-id"))))
             return .success
         case "retire":
             let args = try Arguments(Array(argv.dropFirst()), options: ["public-key-hash", "key-id"])
@@ -81,7 +116,7 @@ enum KeysCommands {
         return (store, pool)
     }
 
-    /// Pretty, key-sorted JSON with RFC 3339 dates (CONTRACT §3 times).
+    /// Pretty, key-sorted JSON with RFC 3339 dates (openapi.yaml times).
     static func printJSON<T: Encodable>(_ value: T) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -89,8 +124,18 @@ enum KeysCommands {
         if let data = try? encoder.encode(value) { Console.out(String(decoding: data, as: UTF8.self)) }
     }
 
-    /// Reads a certificate, key or token file, bounded (`file_unreadable` / `file_too_large`).
+    static func parseKind(_ text: String) throws(UsageError) -> MerchantKeyKind {
+        guard let kind = MerchantKeyKind(rawValue: text) else { throw UsageError(message: "--kind must be processing or identity") }
+        return kind
+    }
+
+    /// Reads a certificate, key or token file as text, bounded (`file_unreadable` / `file_too_large`).
     static func readSmallFile(_ path: String, flag: String) throws(TenderError) -> String {
+        String(decoding: try readSmallBytes(path, flag: flag), as: UTF8.self)
+    }
+
+    /// Reads a certificate (DER or PEM), key or token file, bounded (`file_unreadable` / `file_too_large`).
+    static func readSmallBytes(_ path: String, flag: String) throws(TenderError) -> [UInt8] {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
               let size = attributes[.size] as? NSNumber else {
             throw TenderError("file_unreadable", "--\(flag): cannot read \(path)")
@@ -101,6 +146,6 @@ enum KeysCommands {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw TenderError("file_unreadable", "--\(flag): cannot read \(path)")
         }
-        return String(decoding: data, as: UTF8.self)
+        return Array(data)
     }
 }

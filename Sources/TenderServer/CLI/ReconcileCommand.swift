@@ -63,7 +63,7 @@ enum ReconcileCommand {
         guard try pool.query("SELECT 1 FROM merchants WHERE merchant_id = $1", [merchantId]).first != nil else {
             throw TenderError("merchant_not_found", "no merchant \(merchantId)")
         }
-        // First pass: the file's SHA-256 (its identity, finance-store.md §4.5), chunk by chunk.
+        // First pass: the file's SHA-256 (its identity, docs/finance-store.md §4.5), chunk by chunk.
         let hasher = SHA256Hasher()
         var hashing = ObservedSource(try FileChunkSource(path: path, chunkBytes: chunkBytes)) { hasher.update($0) }
         while hashing.nextChunk() != nil {}

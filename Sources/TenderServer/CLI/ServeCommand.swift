@@ -54,7 +54,12 @@ enum ServeCommand {
 
         let server = HTTPServer(configuration: httpConfiguration(configuration), router: app.router(),
                                 onRequestComplete: { app.record($0) })
-        try server.start()
+        do { try server.start() } catch let error as HTTPServerError where error.code == "bind_failed" {
+            pool.close()
+            // Name the address and the way out, not just the failure.
+            throw TenderError("bind_failed", "\(error.message) Stop whatever listens there, or choose another address: "
+                              + "TENDER_LISTEN=\(configuration.listenHost):\(configuration.listenPort == 8080 ? 8081 : 0) or --listen HOST:PORT (port 0 picks a free one).")
+        }
         app.registerGauges(server: server)
         app.payments.startResolver()
         app.resumeSettlementEffects()

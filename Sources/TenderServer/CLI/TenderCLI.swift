@@ -1,9 +1,10 @@
 import ApplePayToken
 import Foundation
 import Observability
+import PaymentRequest
 import Postgres
 
-/// The `tender` command line: hand-written subcommand dispatch (CONTRACT §1).
+/// The `tender` command line: hand-written subcommand dispatch (README.md, Commands).
 public enum TenderCLI {
     static let usage = """
         usage: tender <command> [options]
@@ -11,15 +12,16 @@ public enum TenderCLI {
         commands:
           serve                 run the HTTP server (SIGTERM drains and exits 0)
           migrate               apply pending migrations/*.sql
-          merchants add         register a merchant
-          api-keys create       print a new secret API key for a merchant (shown once)
-          keys import|list|retire   merchant Apple Pay keys (sealed at rest; rotation)
+          merchants add|list|update   register, list or change merchants
+          api-keys create|list|revoke print a new secret API key (shown once), list or revoke keys
+          keys csr|import|list|retire merchant Apple Pay keys (CSRs for Apple; sealed at rest; rotation)
           token decrypt         offline verify + decrypt of one Apple Pay token, for debugging
           sandbox bootstrap     create the sandbox merchant and print its API key the first time
           sandbox init|token    a local stand-in for Apple: test CA files, minted EC_v1 tokens
           finance-bench         print the finance feed's catch-up and live-latency figures
           reconcile             import a settlement report file and print the reconciliation summary
           payments needs-operator|release   outcomes Tender could not record, for an operator
+          docs apple-pay-rules  print docs/apple-pay-rules.md from the validator's rule table
 
         Every command accepts --help. Configuration comes from TENDER_* environment variables
         (see README.md); flags override them.
@@ -59,6 +61,8 @@ public enum TenderCLI {
                 return try ReconcileCommand.run(rest, environment: environment).rawValue
             case "payments":
                 return try PaymentsCommands.run(rest, environment: environment).rawValue
+            case "docs":
+                return try DocsCommand.run(rest).rawValue
             default:
                 Console.err("tender: unknown command \(command)\n\n\(usage)")
                 return ExitCode.usage.rawValue
@@ -139,24 +143,55 @@ enum MigrateCommand {
 enum MerchantCommands {
     static let help = """
         usage: tender merchants add --merchant-id ID --display-name NAME --domain HOST[,HOST] --country CC --currencies USD[,EUR]
-        Registers a merchant and prints it as JSON.
+               tender merchants list
+               tender merchants update --merchant-id ID [--display-name NAME] [--domain HOST[,HOST]] [--currencies USD[,EUR]]
+        add registers a merchant; list prints every merchant; update changes the given fields (the domains
+        and currencies given replace the old lists; sessions already created keep their payment request).
+        Each prints JSON.
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
-        guard sub == "add" else { throw UsageError(message: "unknown subcommand \(sub)") }
-        let args = try Arguments(Array(argv.dropFirst()),
-                                 options: ["merchant-id", "display-name", "domain", "country", "currencies"])
-        if args.wantsHelp { Console.out(help); return .success }
-        try args.expectPositionals(0)
-        let merchant = try Merchant.validated(
-            merchantId: try args.required("merchant-id"), displayName: try args.required("display-name"),
-            domains: try args.list("domain"), countryCode: try args.required("country"),
-            currencies: try args.list("currencies"))
-        let (_, pool) = try TenderCLI.openDatabase(environment)
-        defer { pool.close() }
-        try MerchantStore(pool: pool).add(merchant)
-        Console.json(merchant)
+        switch sub {
+        case "add":
+            let args = try Arguments(Array(argv.dropFirst()),
+                                     options: ["merchant-id", "display-name", "domain", "country", "currencies"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let merchant = try Merchant.validated(
+                merchantId: try args.required("merchant-id"), displayName: try args.required("display-name"),
+                domains: try args.list("domain"), countryCode: try args.required("country"),
+                currencies: try args.list("currencies"))
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            try MerchantStore(pool: pool).add(merchant)
+            Console.json(merchant)
+        case "list":
+            let args = try Arguments(Array(argv.dropFirst()), options: [])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            struct Output: Encodable { let merchants: [Merchant] }
+            Console.json(Output(merchants: try MerchantStore(pool: pool).list()))
+        case "update":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "display-name", "domain", "currencies"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let merchantId = try args.required("merchant-id")
+            let displayName = args.value("display-name")
+            let domains = args.value("domain") == nil ? nil : try args.list("domain")
+            let currencies = args.value("currencies") == nil ? nil : try args.list("currencies")
+            guard displayName != nil || domains != nil || currencies != nil else {
+                throw UsageError(message: "give at least one of --display-name, --domain, --currencies")
+            }
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            Console.json(try MerchantStore(pool: pool).update(merchantId: merchantId, displayName: displayName,
+                                                              domains: domains, currencies: currencies))
+        default:
+            throw UsageError(message: "unknown subcommand \(sub)")
+        }
         return .success
     }
 }
@@ -164,21 +199,47 @@ enum MerchantCommands {
 enum APIKeyCommands {
     static let help = """
         usage: tender api-keys create --merchant-id ID
-        Prints a new secret API key once; only its hash is stored.
+               tender api-keys list --merchant-id ID
+               tender api-keys revoke --key-id ID
+        create prints a new secret API key once; only its hash is stored.
+        list prints the merchant's keys by id (the part between tk_ and the next _), with creation, last
+        use (to the minute) and revocation; never a secret.
+        revoke refuses the key from the next request on, on every node: API keys are not cached.
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
-        guard sub == "create" else { throw UsageError(message: "unknown subcommand \(sub)") }
-        let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id"])
-        if args.wantsHelp { Console.out(help); return .success }
-        try args.expectPositionals(0)
-        let merchantId = try args.required("merchant-id")
-        let (_, pool) = try TenderCLI.openDatabase(environment)
-        defer { pool.close() }
-        let key = try MerchantStore(pool: pool).createAPIKey(merchantId: merchantId)
-        struct Output: Encodable { let merchantId: String; let apiKey: String }
-        Console.json(Output(merchantId: key.merchantId, apiKey: key.secret))
+        switch sub {
+        case "create":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let merchantId = try args.required("merchant-id")
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            let key = try MerchantStore(pool: pool).createAPIKey(merchantId: merchantId)
+            struct Output: Encodable { let merchantId: String; let keyId: String; let apiKey: String }
+            Console.json(Output(merchantId: key.merchantId, keyId: key.keyId, apiKey: key.secret))
+        case "list":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let merchantId = try args.required("merchant-id")
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            struct Output: Encodable { let apiKeys: [APIKeyInfo] }
+            KeysCommands.printJSON(Output(apiKeys: try MerchantStore(pool: pool).apiKeys(merchantId: merchantId)))
+        case "revoke":
+            let args = try Arguments(Array(argv.dropFirst()), options: ["key-id"])
+            if args.wantsHelp { Console.out(help); return .success }
+            try args.expectPositionals(0)
+            let keyId = try args.required("key-id")
+            let (_, pool) = try TenderCLI.openDatabase(environment)
+            defer { pool.close() }
+            KeysCommands.printJSON(try MerchantStore(pool: pool).revokeAPIKey(keyId: keyId))
+        default:
+            throw UsageError(message: "unknown subcommand \(sub)")
+        }
         return .success
     }
 }
@@ -226,5 +287,24 @@ enum SandboxCommands {
         default:
             throw UsageError(message: "unknown subcommand \(sub)")
         }
+    }
+}
+
+/// `tender docs apple-pay-rules`: the generated rule list (docs/apple-pay-rules.md).
+enum DocsCommand {
+    static let help = """
+        usage: tender docs apple-pay-rules
+        Prints the Apple Pay request rules that error messages cite, from the validator's own table;
+        docs/apple-pay-rules.md is this output (a test fails when it is stale).
+        """
+
+    static func run(_ argv: [String]) throws -> ExitCode {
+        guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
+        guard sub == "apple-pay-rules" else { throw UsageError(message: "unknown subcommand \(sub)") }
+        let args = try Arguments(Array(argv.dropFirst()), options: [])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        Console.out(String(RequestRuleCatalogue.markdown().dropLast()))
+        return .success
     }
 }

@@ -7,7 +7,7 @@ import Postgres
 import Glibc
 #endif
 
-/// `tender token decrypt` (CONTRACT §1): offline verification and decryption of one token, no database.
+/// `tender token decrypt` (README.md, Commands): offline verification and decryption of one token, no database.
 enum TokenCommands {
     static let help = """
         usage: tender token decrypt --token FILE --certificate FILE --private-key FILE [--at ISO8601] [--reveal-sensitive]

@@ -5,7 +5,7 @@ import Money
 import PaymentRequest
 import Postgres
 
-/// `POST /v1/checkout-sessions` response and `GET /v1/checkout-sessions/{id}` (CONTRACT §3).
+/// `POST /v1/checkout-sessions` response and `GET /v1/checkout-sessions/{id}` (openapi.yaml).
 struct SessionView: Codable {
     let id: String
     let status: String
@@ -48,7 +48,7 @@ enum UpdateOutcome {
 }
 
 extension TenderApp {
-    /// Checkout sessions, coupons and tax rates (CONTRACT §3, issue 3).
+    /// Checkout sessions, coupons and tax rates (openapi.yaml, issue 3).
     func registerCheckoutRoutes(into router: inout Router) {
         router.add("POST", "/v1/checkout-sessions", guarded(authenticated { [self] request, merchant in
             try self.createCheckoutSession(request, merchant: merchant)
@@ -298,7 +298,7 @@ extension SessionCaller {
     }
 }
 
-/// A validated update request (CONTRACT §3 bodies). The outer object is Tender's and strict; the
+/// A validated update request (openapi.yaml bodies). The outer object is Tender's and strict; the
 /// objects inside come from Apple Pay JS and are read leniently, their amounts ignored.
 enum CheckoutCommand {
     case shippingMethod(identifier: String)

@@ -6,7 +6,7 @@ import Observability
 import PaymentRequest
 import Synchronization
 
-/// Identifiers and secrets of checkout sessions (CONTRACT §3).
+/// Identifiers and secrets of checkout sessions (openapi.yaml).
 ///
 /// A session id is `cs_` + 24 lowercase alphanumerics; its client secret is
 /// `<session id>_secret_<64 hex>`, the hex being HMAC-SHA256 of the session id under
@@ -99,7 +99,7 @@ enum PercentText {
 
 /// Maps the pure core's errors to problems.
 enum CheckoutProblems {
-    /// Codes that mean "this JSON is not a well-formed object of Tender's shape": a 400, not a rule (CONTRACT §3).
+    /// Codes that mean "this JSON is not a well-formed object of Tender's shape": a 400, not a rule (openapi.yaml).
     static let shapeCodes: Set<String> = ["unknown_field", "field_missing", "field_type_invalid", "json_malformed"]
 
     /// A decoding failure of Tender's own request object: 400 with every issue as a field error.

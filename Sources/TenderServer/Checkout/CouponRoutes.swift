@@ -49,8 +49,11 @@ struct CouponView: Encodable {
     let currencyCode: String?
     let expiresAt: String?
     let minimumSubtotal: String?
+    /// `active`, or `disabled` (kept but refused at checkout as an unknown code would be).
+    let status: String
 
-    init(_ coupon: Coupon) {
+    init(_ coupon: Coupon, disabled: Bool = false) {
+        status = disabled ? "disabled" : "active"
         code = coupon.code
         switch coupon.kind {
         case .percent(let basisPoints):
@@ -108,7 +111,22 @@ extension TenderApp {
         }))
         router.add("GET", "/v1/coupons", guarded(authenticated { [self] _, merchant in
             let coupons = try self.pool.withConnection { try CouponStore.all(merchantId: merchant.merchantId, on: $0) }
-            return .json(["coupons": coupons.map(CouponView.init)])
+            return .json(["coupons": coupons.map { CouponView($0.coupon, disabled: $0.disabled) }])
+        }))
+        router.add("POST", "/v1/coupons/{code}/disable", guarded(authenticated { [self] request, merchant in
+            let code = request.pathParameters["code"] ?? ""
+            guard let coupon = try self.pool.withConnection({ try CouponStore.disable(merchantId: merchant.merchantId, code: code, on: $0) }) else {
+                throw CouponStore.notFound
+            }
+            return .json(CouponView(coupon, disabled: true))
+        }))
+        router.add("DELETE", "/v1/coupons/{code}", guarded(authenticated { [self] request, merchant in
+            let code = request.pathParameters["code"] ?? ""
+            guard let deleted = try self.pool.withConnection({ try CouponStore.delete(merchantId: merchant.merchantId, code: code, on: $0) }) else {
+                throw CouponStore.notFound
+            }
+            struct Deleted: Encodable { let code: String; let deleted: Bool }
+            return .json(Deleted(code: deleted, deleted: true))
         }))
         router.add("PUT", "/v1/tax-rates", guarded(authenticated { [self] request, merchant in
             let rules = try Self.validatedTaxRules(try StrictBody<[TaxRateInput]>.decode(request.body))
@@ -285,9 +303,31 @@ enum CouponStore {
 
     static let columns: SQL = """
         SELECT code, kind, percent_basis_points, amount_minor, currency_code,
-               extract(epoch FROM expires_at)::bigint AS expires_unix, minimum_subtotal_minor
+               extract(epoch FROM expires_at)::bigint AS expires_unix, minimum_subtotal_minor, disabled_at IS NOT NULL AS disabled
         FROM coupons WHERE merchant_id = $1 ORDER BY code
         """
+
+    static let notFound = HTTPProblem(status: 404, code: "coupon_not_found", title: "Not found", detail: "No such coupon.")
+
+    /// Disables the coupon (idempotent); nil when the merchant has no such code.
+    static func disable(merchantId: String, code: String, on conn: PostgresConnection) throws -> Coupon? {
+        let normalized = normalized(code)
+        guard !normalized.isEmpty, normalized.count <= PricingDataLimits.couponCodeLengthMax else { return nil }
+        return try conn.query("""
+            UPDATE coupons SET disabled_at = coalesce(disabled_at, now()) WHERE merchant_id = $1 AND code = $2
+            RETURNING code, kind, percent_basis_points, amount_minor, currency_code,
+                      extract(epoch FROM expires_at)::bigint AS expires_unix, minimum_subtotal_minor
+            """, [merchantId, normalized]).first.map(decode)
+    }
+
+    /// Deletes the coupon (its code may be created again); the deleted code, or nil when there was none.
+    /// Sessions already priced with it keep their price: they store the priced checkout, not a reference.
+    static func delete(merchantId: String, code: String, on conn: PostgresConnection) throws -> String? {
+        let normalized = normalized(code)
+        guard !normalized.isEmpty, normalized.count <= PricingDataLimits.couponCodeLengthMax else { return nil }
+        return try conn.query("DELETE FROM coupons WHERE merchant_id = $1 AND code = $2 RETURNING code",
+                              [merchantId, normalized]).first?.decode("code")
+    }
 
     /// The coupon for a code the shopper typed, or nil.
     static func find(merchantId: String, code: String, on conn: PostgresConnection) throws -> Coupon? {
@@ -296,14 +336,14 @@ enum CouponStore {
         guard let row = try conn.query("""
             SELECT code, kind, percent_basis_points, amount_minor, currency_code,
                    extract(epoch FROM expires_at)::bigint AS expires_unix, minimum_subtotal_minor
-            FROM coupons WHERE merchant_id = $1 AND code = $2
+            FROM coupons WHERE merchant_id = $1 AND code = $2 AND disabled_at IS NULL
             """, [merchantId, normalized]).first else { return nil }
         return try decode(row)
     }
 
-    /// All of a merchant's coupons (at most `couponsPerMerchantMax`).
-    static func all(merchantId: String, on conn: PostgresConnection) throws -> [Coupon] {
-        try conn.query(columns, [merchantId]).rows.map(decode)
+    /// All of a merchant's coupons (at most `couponsPerMerchantMax`), disabled ones flagged.
+    static func all(merchantId: String, on conn: PostgresConnection) throws -> [(coupon: Coupon, disabled: Bool)] {
+        try conn.query(columns, [merchantId]).rows.map { (try decode($0), try $0.decode("disabled")) }
     }
 
     static func decode(_ row: PostgresRow) throws -> Coupon {

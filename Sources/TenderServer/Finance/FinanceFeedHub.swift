@@ -14,7 +14,7 @@ public final class FinanceFeedHub: Sendable {
     public struct Settings: Sendable {
         /// Rows per SSE `changes` event; keeps one event well under the stream buffer.
         public var pageSize = 200
-        /// Longest silence before a `: ping` comment (finance-store.md §5.3: every 15 s).
+        /// Longest silence before a `: ping` comment (docs/finance-store.md §5.3: every 15 s).
         public var heartbeatMilliseconds = 15_000
         /// Fallback re-read of every subscriber, NOTIFY or not.
         public var pollIntervalMilliseconds = 1_000

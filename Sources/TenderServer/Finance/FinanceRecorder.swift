@@ -147,7 +147,7 @@ enum FinanceEpoch {
 }
 
 /// A balance's (booked, available) contribution from one transaction (FinanceBalances' rules,
-/// finance-store.md §5.7): booked counts booked transactions; available also subtracts authorized and
+/// docs/finance-store.md §5.7): booked counts booked transactions; available also subtracts authorized and
 /// pending debits; rejected and memo count nowhere.
 func balanceContribution(_ t: Transaction) -> (booked: Int64, available: Int64) {
     let amount = t.transactionAmount.amountMinor

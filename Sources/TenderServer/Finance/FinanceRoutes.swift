@@ -65,7 +65,7 @@ public final class FinanceFeature: Sendable {
 }
 
 extension TenderApp {
-    /// Registers the finance store's routes (CONTRACT §3, Finance store).
+    /// Registers the finance store's routes (openapi.yaml, Finance store).
     func registerFinanceRoutes(into router: inout Router) {
         router.add("GET", "/v1/finance/accounts", guarded(financeEndpoint { [self] request, merchant in
             let query = try AccountQuery.parse(FinanceHTTP.pairs(request), limits: finance.limits)
@@ -226,7 +226,7 @@ enum FinanceHTTP {
         HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
     }
 
-    /// finance-store.md §5.4: 410 for every token failure (the sub-reason goes to the log only),
+    /// docs/finance-store.md §5.4: 410 for every token failure (the sub-reason goes to the log only),
     /// 403 for restricted data, 400 for bad parameters.
     static func problem(_ error: FinanceError, logger: Logger, requestID: String) -> HTTPProblem {
         switch error.code {

@@ -8,7 +8,7 @@ import Reconciliation
 /// Applies reconciliation effects to the finance store in the import's own transaction: matched
 /// payments and refunds become `booked` (an update of the same transaction id in the history feed);
 /// fees, chargebacks, reversals, adjustments and payouts become their own transactions
-/// (finance-store.md §5.7). Every id is derived from the effect's deterministic key, so re-applying a
+/// (docs/finance-store.md §5.7). Every id is derived from the effect's deterministic key, so re-applying a
 /// report changes nothing.
 struct FinanceSettlementSink: SettlementEffectSink {
     /// Slug of the processor account the money sits on (the same one payments use).

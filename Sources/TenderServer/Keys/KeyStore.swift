@@ -4,7 +4,7 @@ import Foundation
 import Postgres
 import Synchronization
 
-/// What a stored key is for (CONTRACT §1 `tender keys import --kind`).
+/// What a stored key is for (README.md, Commands `tender keys import --kind`).
 public enum MerchantKeyKind: String, Sendable, Codable {
     /// Apple Pay payment-processing key: decrypts tokens, selected by `header.publicKeyHash`.
     case processing
@@ -98,32 +98,137 @@ public final class KeyStore: Sendable {
     /// key retires the merchant's previous identity key (one is active at a time).
     public func importKey(merchantId: String, certificatePEM: String, privateKey keyText: String,
                           kind: MerchantKeyKind, now: Date = Date()) throws -> StoredKeyInfo {
-        let certificate: Certificate
-        do { certificate = try Certificate(pem: certificatePEM) } catch {
-            throw TenderError("certificate_invalid", "the certificate does not parse as PEM X.509 (\(error.code.rawValue))")
-        }
+        try importKey(merchantId: merchantId, certificate: Array(certificatePEM.utf8), privateKey: keyText, kind: kind, now: now)
+    }
+
+    /// As above with the certificate as Apple's portal hands it out (`.cer`, DER) or as PEM.
+    public func importKey(merchantId: String, certificate certificateBytes: [UInt8], privateKey keyText: String,
+                          kind: MerchantKeyKind, now: Date = Date()) throws -> StoredKeyInfo {
+        let certificate = try Self.parseCertificate(certificateBytes)
         let key: PrivateKey
         do { key = try PrivateKey(pemOrBase64: keyText) } catch {
             throw TenderError("private_key_invalid", "the private key does not load (\(error.code.rawValue))")
         }
+        let publicKeyHash = try Self.checkPair(certificate: certificate, key: key, kind: kind, merchantId: merchantId)
+        let keyId = Self.newKeyId()
+        let sealed = try seal(key, keyId: keyId, merchantId: merchantId, kind: kind)
+        try store(keyId: keyId, merchantId: merchantId, kind: kind, publicKeyHash: publicKeyHash, certificate: certificate, sealed: sealed)
+        return try info(keyId: keyId, merchantId: merchantId)
+    }
+
+    /// Imports Apple's certificate for a key made earlier by `makeCertificateRequest`: the pending key
+    /// is found by the certificate's public key and moved to the merchant's keys unchanged (still
+    /// sealed). `key_request_not_found` when no pending request has that public key;
+    /// `key_request_mismatch` when it was made for another merchant or kind.
+    public func importCertificate(merchantId: String, certificate certificateBytes: [UInt8], kind: MerchantKeyKind?,
+                                  now: Date = Date()) throws -> StoredKeyInfo {
+        let certificate = try Self.parseCertificate(certificateBytes)
+        let spkiHash = Self.spkiHash(certificate.publicKey)
+        guard let row = try pool.query("""
+            SELECT key_id, merchant_id, kind, private_key_sealed FROM merchant_key_requests
+            WHERE spki_sha256 = $1 AND completed_at IS NULL
+            """, [spkiHash]).first else {
+            throw TenderError("key_request_not_found",
+                              "no pending `tender keys csr` key has this certificate's public key; give --private-key for a key made elsewhere")
+        }
+        let keyId: String = try row.decode("key_id")
+        let requestMerchant: String = try row.decode("merchant_id")
+        let kindText: String = try row.decode("kind")
+        guard let requestKind = MerchantKeyKind(rawValue: kindText) else { throw TenderError("key_row_invalid", "unknown kind \(kindText)") }
+        guard requestMerchant == merchantId else {
+            throw TenderError("key_request_mismatch", "this certificate's key was requested for merchant \(requestMerchant), not \(merchantId)")
+        }
+        if let kind, kind != requestKind {
+            throw TenderError("key_request_mismatch", "this certificate's key was requested as a \(requestKind.rawValue) key, not \(kind.rawValue)")
+        }
+        let key = try unseal(row, keyId: keyId, merchantId: merchantId, kind: requestKind)
+        let publicKeyHash = try Self.checkPair(certificate: certificate, key: key, kind: requestKind, merchantId: merchantId)
+        let sealed: [UInt8] = try row.decode("private_key_sealed")
+        try store(keyId: keyId, merchantId: merchantId, kind: requestKind, publicKeyHash: publicKeyHash,
+                  certificate: certificate, sealed: sealed) { conn in
+            let done = try conn.execute("""
+                UPDATE merchant_key_requests SET completed_at = now() WHERE key_id = $1 AND completed_at IS NULL
+                """, [keyId])
+            guard done == 1 else { throw TenderError("key_request_not_found", "the pending key \(keyId) was imported concurrently") }
+        }
+        return try info(keyId: keyId, merchantId: merchantId)
+    }
+
+    // MARK: Certificate requests
+
+    /// A key made for a certificate Apple has yet to issue.
+    public struct PendingKeyRequest: Sendable, Codable, Equatable {
+        /// The id the key keeps once its certificate is imported.
+        public let keyId: String
+        public let merchantId: String
+        public let kind: MerchantKeyKind
+        /// base64 SHA-256 of the public key's SPKI (what Apple's token header calls publicKeyHash).
+        public let publicKeyHash: String
+        public let createdAt: Date
+    }
+
+    /// Makes a private key for a certificate Apple will issue (EC P-256 for payment processing, RSA
+    /// 2048 for merchant identity: the kinds Apple's portal asks for), seals it and stores it as
+    /// pending; returns the request to upload (PKCS#10 DER). The key never leaves Tender.
+    public func makeCertificateRequest(merchantId: String, kind: MerchantKeyKind) throws -> (PendingKeyRequest, CertificateRequest) {
+        let key: PrivateKey
+        do {
+            key = kind == .processing ? try PrivateKey.generateP256() : try PrivateKey.generateRSA(bits: 2_048)
+        } catch {
+            throw TenderError("key_generation_failed", "cannot generate the key (\(error.code.rawValue))")
+        }
+        let request: CertificateRequest
+        do {
+            request = try CertificateRequest.make(key: key, commonName: String(merchantId.prefix(64)))
+        } catch {
+            throw TenderError("key_generation_failed", "cannot build the certificate request (\(error.code.rawValue))")
+        }
+        let keyId = Self.newKeyId()
+        let sealed = try seal(key, keyId: keyId, merchantId: merchantId, kind: kind)
+        let spkiHash = Self.spkiHash(key.publicKey)
+        do {
+            _ = try pool.execute("""
+                INSERT INTO merchant_key_requests (key_id, merchant_id, kind, spki_sha256, private_key_sealed)
+                VALUES ($1, $2, $3, $4, $5)
+                """, [keyId, merchantId, kind.rawValue, spkiHash, sealed])
+        } catch let error as PostgresError where error.sqlState == "23503" {
+            throw TenderError("merchant_not_found", "no merchant \(merchantId)")
+        }
+        guard let pending = try pendingRequests(merchantId: merchantId).first(where: { $0.keyId == keyId }) else {
+            throw TenderError("key_request_not_found", "request \(keyId) vanished")
+        }
+        return (pending, request)
+    }
+
+    /// Keys still waiting for their certificate (of one merchant, or all).
+    public func pendingRequests(merchantId: String? = nil) throws -> [PendingKeyRequest] {
+        try pool.query("""
+            SELECT key_id, merchant_id, kind, spki_sha256, created_at FROM merchant_key_requests
+            WHERE completed_at IS NULL AND ($1 = '' OR merchant_id = $1) ORDER BY merchant_id, created_at, key_id
+            """, [merchantId ?? ""]).rows.map { row in
+            let kindText: String = try row.decode("kind")
+            guard let kind = MerchantKeyKind(rawValue: kindText) else { throw TenderError("key_row_invalid", "unknown kind \(kindText)") }
+            return PendingKeyRequest(keyId: try row.decode("key_id"), merchantId: try row.decode("merchant_id"), kind: kind,
+                                     publicKeyHash: try row.decode("spki_sha256"), createdAt: try row.decode("created_at"))
+        }
+    }
+
+    // MARK: Import steps
+
+    static func parseCertificate(_ bytes: [UInt8]) throws(TenderError) -> Certificate {
+        do { return try Certificate(derOrPEM: bytes) } catch {
+            throw TenderError("certificate_invalid", "the certificate parses neither as DER (Apple's .cer) nor as PEM X.509 (\(error.code.rawValue))")
+        }
+    }
+
+    static func spkiHash(_ key: PublicKey) -> String { Data(Digest.sha256(key.spkiDER)).base64EncodedString() }
+
+    /// Checks that `key` belongs to `certificate`, that the certificate is `merchantId`'s, and that it suits
+    /// `kind`; returns the publicKeyHash of a processing key.
+    static func checkPair(certificate: Certificate, key: PrivateKey, kind: MerchantKeyKind,
+                          merchantId: String) throws(TenderError) -> String? {
         guard certificate.publicKey.matches(key.publicKey) else {
             throw TenderError("key_mismatch", "the private key does not belong to the certificate")
-        }
-        var publicKeyHash: String?
-        if kind == .processing {
-            let merchantKey: MerchantKey
-            do { merchantKey = try MerchantKey(certificate: certificate, privateKey: key) } catch {
-                throw TenderError("private_key_invalid", error.description)
-            }
-            // EC_v1 needs the merchant-id hash from the certificate for the KDF (Apple step 3).
-            // Apple Pay processing keys are P-256 (EC_v1) or RSA (RSA_v1); nothing else can decrypt a token.
-            if case .ecOther(let curve) = key.kind {
-                throw TenderError("key_unsupported", "processing keys are P-256 or RSA, not \(curve)")
-            }
-            if key.kind == .ecP256, merchantKey.merchantIdHash == nil {
-                throw TenderError("certificate_invalid", "the certificate lacks the merchant identifier extension \(AppleOID.merchantIdentifier)")
-            }
-            publicKeyHash = merchantKey.publicKeyHashBase64
         }
         // Apple's certificates name their merchant in extension 1.2.840.113635.100.6.32 (SHA-256 of the
         // merchant identifier, hex). A certificate issued to another merchant must not be stored under
@@ -139,18 +244,37 @@ public final class KeyStore: Sendable {
             throw TenderError("certificate_merchant_mismatch",
                               "the certificate's merchant identifier (\(AppleOID.merchantIdentifier)) is not \(merchantId)'s")
         }
-        let keyId = Self.newKeyId()
+        guard kind == .processing else { return nil }
+        let merchantKey: MerchantKey
+        do { merchantKey = try MerchantKey(certificate: certificate, privateKey: key) } catch {
+            throw TenderError("private_key_invalid", error.description)
+        }
+        // EC_v1 needs the merchant-id hash from the certificate for the KDF (Apple step 3).
+        // Apple Pay processing keys are P-256 (EC_v1) or RSA (RSA_v1); nothing else can decrypt a token.
+        if case .ecOther(let curve) = key.kind {
+            throw TenderError("key_unsupported", "processing keys are P-256 or RSA, not \(curve)")
+        }
+        if key.kind == .ecP256, merchantKey.merchantIdHash == nil {
+            throw TenderError("certificate_invalid", "the certificate lacks the merchant identifier extension \(AppleOID.merchantIdentifier)")
+        }
+        return merchantKey.publicKeyHashBase64
+    }
+
+    private func seal(_ key: PrivateKey, keyId: String, merchantId: String, kind: MerchantKeyKind) throws -> [UInt8] {
         let pkcs8: SecretBytes
         do { pkcs8 = try key.pkcs8DER() } catch { throw TenderError("private_key_invalid", "cannot encode the key as PKCS#8") }
-        let sealed: [UInt8]
         do {
-            sealed = try KeyEncryption.seal(plaintext: pkcs8, keyEncryptingKey: try masterKey(),
-                                            associatedData: Self.associatedData(keyId: keyId, merchantId: merchantId, kind: kind))
+            return try KeyEncryption.seal(plaintext: pkcs8, keyEncryptingKey: try masterKey(),
+                                          associatedData: Self.associatedData(keyId: keyId, merchantId: merchantId, kind: kind))
         } catch let error as TenderError {
             throw error
         } catch {
             throw TenderError("key_seal_failed", "cannot seal the private key")
         }
+    }
+
+    private func store(keyId: String, merchantId: String, kind: MerchantKeyKind, publicKeyHash: String?, certificate: Certificate,
+                       sealed: [UInt8], also: (PostgresConnection) throws -> Void = { _ in }) throws {
         do {
             try pool.transaction { conn in
                 guard try conn.query("SELECT 1 FROM merchants WHERE merchant_id = $1", [merchantId]).first != nil else {
@@ -176,10 +300,14 @@ public final class KeyStore: Sendable {
                                                certificate_not_after, private_key_sealed)
                     VALUES ($1, $2, $3, $4, $5, $6, $7)
                     """, [keyId, merchantId, kind.rawValue, publicKeyHash, certificate.pem, certificate.notAfter, sealed])
+                try also(conn)
             }
         } catch let error as PostgresError where error.isUniqueViolation {
             throw TenderError("key_exists", "a key with publicKeyHash \(publicKeyHash ?? "") is already stored")
         }
+    }
+
+    private func info(keyId: String, merchantId: String) throws -> StoredKeyInfo {
         guard let info = try list(merchantId: merchantId).first(where: { $0.keyId == keyId }) else {
             throw TenderError("key_not_found", "imported key \(keyId) not found")
         }

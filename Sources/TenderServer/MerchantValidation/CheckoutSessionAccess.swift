@@ -42,7 +42,7 @@ enum SessionAccessProblems {
 }
 
 extension TenderApp {
-    /// Authorizes a call on session `id` (CONTRACT §3): the merchant's API key, which must own the session
+    /// Authorizes a call on session `id` (openapi.yaml): the merchant's API key, which must own the session
     /// (another merchant's session is 404, as if absent), or the session's client secret, whose SHA-256 is
     /// compared in constant time (any mismatch, or an unknown session, is 401). The session must then be
     /// open and unexpired (rule 31: 410 when expired).

@@ -2,7 +2,7 @@ import HTTPClient
 import HTTPServer
 
 /// The one error type of merchant validation: a stable machine code, a safe detail, and the HTTP problem
-/// a client sees. Apple's own status text is logged, never carried here (applepay-request.md §8 rule 45).
+/// a client sees. Apple's own status text is logged, never carried here (docs/apple-pay-rules.md, rule 45).
 public struct MerchantValidationError: Error, Sendable, CustomStringConvertible {
     /// Stable snake_case codes; tests and clients branch on these.
     public enum Code: String, Sendable, CaseIterable {

@@ -21,7 +21,7 @@ struct MerchantValidationRequest: Decodable {
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Key.self)
-        // CONTRACT §3: unknown members of Tender's request objects are refused, naming the first (sorted).
+        // openapi.yaml: unknown members of Tender's request objects are refused, naming the first (sorted).
         if let unknown = container.allKeys.map(\.stringValue).sorted()
             .first(where: { $0 != "validationURL" && $0 != "initiativeContext" }) {
             throw HTTPProblem(status: 400, code: "unknown_field", title: "Unknown field",

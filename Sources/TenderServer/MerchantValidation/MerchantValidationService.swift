@@ -12,7 +12,7 @@ struct MerchantSessionRequestBody: Encodable, Equatable {
     let initiativeContext: String
 }
 
-/// Requests Apple Pay merchant sessions over mutual TLS (applepay-request.md §4, §8 rules 40–46).
+/// Requests Apple Pay merchant sessions over mutual TLS (Apple's "Providing merchant validation"; docs/apple-pay-rules.md, rules 40–46).
 ///
 /// Every call is a fresh request on a fresh libcurl handle with the merchant's identity; nothing is cached,
 /// because a merchant session is single-use and expires after five minutes (rule 46).

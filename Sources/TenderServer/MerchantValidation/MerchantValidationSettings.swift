@@ -1,6 +1,6 @@
 import HTTPClient
 
-/// How merchant validation reaches Apple (CONTRACT §2; applepay-request.md §4 and §8 rules 40–46).
+/// How merchant validation reaches Apple (README.md, Configuration; Apple's "Providing merchant validation"; docs/apple-pay-rules.md, rules 40–46).
 public struct MerchantValidationSettings: Sendable {
     /// Rule 44: the whole call, connect to last byte, never takes longer than this.
     public static let totalTimeoutMillisecondsMax = 10_000
@@ -51,7 +51,7 @@ public struct MerchantValidationSettings: Sendable {
 
 /// Which addresses merchant validation may connect to once Apple's host name is resolved: public unicast
 /// only, so a poisoned or rebinding DNS answer cannot aim the mutual-TLS call at an internal service
-/// (reliability-security.md §3.4: "resolve-then-connect only to Apple's published ranges").
+/// (docs/reliability-security.md §3.4: "resolve-then-connect only to Apple's published ranges").
 public enum MerchantValidationAddressPolicy {
     /// True for a globally routable unicast address; false for loopback, private, link-local, CGNAT,
     /// multicast, documentation, reserved and unspecified ranges (and IPv6 forms embedding them).

@@ -6,7 +6,7 @@ import Observability
 import Payments
 import Postgres
 
-/// Multi-phase use of an Idempotency-Key (reliability-security.md §1.4 I3–I10) on the
+/// Multi-phase use of an Idempotency-Key (docs/reliability-security.md §1.4 I3–I10) on the
 /// `idempotency_keys` table: a claim holds `locked_until`; a finished key replays its stored response.
 enum KeyClaim {
     /// What the key says about this request.
@@ -154,7 +154,7 @@ struct PaymentRecord: Sendable {
         """
 }
 
-/// A payment as the API shows it (CONTRACT §3): at most the last four digits.
+/// A payment as the API shows it (openapi.yaml): at most the last four digits.
 struct PaymentView: Encodable {
     let id: String
     let status: String
@@ -170,12 +170,16 @@ struct PaymentView: Encodable {
     let declineCode: String?
     let failureCode: String?
     let tokenErrorCode: String?
+    /// Sum of the payment's succeeded refunds (pending and declined ones excluded).
+    let amountRefundedMinor: Int64
+    let amountRefunded: String?
     let createdAt: String
     /// True when Tender could not record the processor's outcome and stopped retrying: an operator must
     /// settle it (the status stays `pending` until then).
     let needsOperator: Bool
 
-    init(_ p: PaymentRecord) {
+    /// `amountRefundedMinor` comes from `PaymentsService.refundedMinor` (0 for a payment just made).
+    init(_ p: PaymentRecord, amountRefundedMinor: Int64) {
         id = p.paymentId
         status = p.status.rawValue
         amountMinor = p.amountMinor
@@ -190,6 +194,8 @@ struct PaymentView: Encodable {
         declineCode = p.declineCode
         failureCode = p.failureCode
         tokenErrorCode = p.tokenErrorCode
+        self.amountRefundedMinor = amountRefundedMinor
+        amountRefunded = (try? Currency(code: p.currencyCode))?.formatAmount(amountRefundedMinor)
         createdAt = RFC3339.string(from: p.createdAt)
         needsOperator = p.needsOperatorAt != nil
     }

@@ -49,7 +49,7 @@ public struct NoopPaymentOutcomeSink: PaymentOutcomeSink {
     public func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {}
 }
 
-/// Fault injection for the crash tests (reliability-security.md test 7): with
+/// Fault injection for the crash tests (docs/reliability-security.md test 7): with
 /// `TENDER_UNSAFE_CRASH_AT_FOR_TESTING=after_accepted|after_processor_call|after_outcome` set, the
 /// process kills itself with SIGKILL at that point. Unset (always, in production) it does nothing.
 public struct CrashHook: Sendable {

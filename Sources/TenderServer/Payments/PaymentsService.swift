@@ -12,7 +12,7 @@ import Synchronization
 /// Named limits and timings of the payments feature.
 public struct PaymentsSettings: Sendable {
     /// How long a request (or the resolver) owns an idempotency key; must outlast one processor call
-    /// with its retries. A holder that died is taken over after this (reliability-security.md I10).
+    /// with its retries. A holder that died is taken over after this (docs/reliability-security.md I10).
     public var keyLockMilliseconds = 40_000
     /// Pause between resolver passes (`TENDER_PAYMENTS_RESOLVER_INTERVAL_MS`).
     public var resolverIntervalMilliseconds = 2_000
@@ -47,9 +47,9 @@ public struct PaymentsSettings: Sendable {
     }
 }
 
-/// Exactly-once payments and refunds (CONTRACT §3, issue "Process authorized tokens").
+/// Exactly-once payments and refunds (openapi.yaml, issue "Process authorized tokens").
 ///
-/// A payment runs in committed phases (reliability-security.md §1.3): (1) one transaction claims the
+/// A payment runs in committed phases (docs/reliability-security.md §1.3): (1) one transaction claims the
 /// Idempotency-Key, checks the session, verifies and binds the token and inserts the payment
 /// (`accepted`); (2) the processor is called outside any transaction with a key derived from the payment
 /// id; (3) one transaction records the outcome, marks the session paid, feeds the ledger sink and stores
@@ -92,7 +92,7 @@ public final class PaymentsService: Sendable {
 
     // MARK: - Create a payment
 
-    /// Payment result JSON (`CONTRACT §3`).
+    /// Payment result JSON (openapi.yaml).
     struct PaymentResult: Encodable {
         let payment: PaymentView
         let authorizationResult: AuthorizationResult
@@ -168,7 +168,7 @@ public final class PaymentsService: Sendable {
     }
 
     /// Request shape: `{"token": {…}, "shippingContact": {…}, "billingContact": {…}}`; Tender's own
-    /// object refuses unknown members, Apple's token is taken as sent (CONTRACT §3).
+    /// object refuses unknown members, Apple's token is taken as sent (openapi.yaml).
     static func tokenJSON(fromBody body: [UInt8]) throws(HTTPProblem) -> [UInt8] {
         // The JSON edge first: duplicate members, NUL and depth are refused before any parser sees the body.
         try JSONCoding.checkBody(body)
@@ -492,7 +492,8 @@ public final class PaymentsService: Sendable {
     /// The payment result: 200 when the processor answered, 202 while the answer is unknown.
     static func paymentResponse(_ payment: PaymentRecord) -> HTTPResponse {
         let succeeded = payment.status == .succeeded
-        return .json(PaymentResult(payment: PaymentView(payment),
+        // A payment result is written once, when the outcome is known: nothing is refunded yet.
+        return .json(PaymentResult(payment: PaymentView(payment, amountRefundedMinor: 0),
                                    authorizationResult: AuthorizationResult(status: succeeded ? 0 : 1, errors: [])),
                      status: payment.status == .pending ? 202 : 200)
     }
@@ -510,23 +511,69 @@ public final class PaymentsService: Sendable {
         let merchant = try authenticate(request)
         let id = request.pathParameters["id"] ?? ""
         guard PaymentIdentifier.isValid(id, prefix: "pay_"),
-              let payment = try pool.withConnection({ try PaymentRecord.load(id, on: $0) }),
-              payment.merchantId == merchant.merchantId else {
+              let found = try pool.withConnection({ conn -> (PaymentRecord, [String: Int64])? in
+                  guard let p = try PaymentRecord.load(id, on: conn), p.merchantId == merchant.merchantId else { return nil }
+                  return (p, try Self.refundedMinor(paymentIds: [p.paymentId], on: conn))
+              }) else {
             throw PaymentProblems.notFound("payment_not_found", "No such payment.")
         }
-        return .json(PaymentView(payment))
+        let (payment, refunded) = found
+        return .json(PaymentView(payment, amountRefundedMinor: refunded[payment.paymentId] ?? 0))
+    }
+
+    /// Succeeded refund totals of `paymentIds` (absent = none), in one statement.
+    static func refundedMinor(paymentIds: [String], on conn: PostgresConnection) throws -> [String: Int64] {
+        guard !paymentIds.isEmpty else { return [:] }
+        var totals: [String: Int64] = [:]
+        for row in try conn.query("""
+            SELECT payment_id, sum(amount_minor)::bigint AS refunded_minor FROM refunds
+            WHERE payment_id = ANY (string_to_array($1, ',')) AND status = 'succeeded' GROUP BY payment_id
+            """, [paymentIds.joined(separator: ",")]).rows {
+            totals[try row.decode("payment_id")] = try row.decode("refunded_minor")
+        }
+        return totals
+    }
+
+    /// `GET /v1/payments/{id}/refunds?limit=&startingAfter=`: the payment's refunds, newest first.
+    func listRefunds(_ request: HTTPRequest) throws -> HTTPResponse {
+        let merchant = try authenticate(request)
+        let id = request.pathParameters["id"] ?? ""
+        let limit = try pageLimit(request)
+        let after = request.queryValue("startingAfter")
+        let rows: [RefundRecord] = try pool.withConnection { conn in
+            guard PaymentIdentifier.isValid(id, prefix: "pay_"),
+                  let payment = try PaymentRecord.load(id, on: conn), payment.merchantId == merchant.merchantId else {
+                throw PaymentProblems.notFound("payment_not_found", "No such payment.")
+            }
+            if let after {
+                guard PaymentIdentifier.isValid(after, prefix: "re_"),
+                      try conn.query("SELECT 1 AS found FROM refunds WHERE refund_id = $1 AND payment_id = $2",
+                                     [after, id]).first != nil else {
+                    throw PaymentProblems.invalidQuery("startingAfter", "startingAfter is not a refund of this payment.")
+                }
+            }
+            return try conn.query(RefundRecord.listSQL, [id, after, limit + 1]).rows.map(RefundRecord.init(row:))
+        }
+        struct Page: Encodable {
+            let data: [RefundView]
+            let hasMore: Bool
+        }
+        return .json(Page(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
+    }
+
+    /// `limit` of a list request: `listLimitDefault` when absent, 400 `invalid_query` outside 1...`listLimitMax`.
+    func pageLimit(_ request: HTTPRequest) throws -> Int {
+        guard let raw = request.queryValue("limit") else { return settings.listLimitDefault }
+        guard let value = Int(raw), (1...settings.listLimitMax).contains(value) else {
+            throw PaymentProblems.invalidQuery("limit", "limit must be 1-\(settings.listLimitMax).")
+        }
+        return value
     }
 
     /// `GET /v1/payments?checkoutSessionId=&status=&limit=&startingAfter=`, newest first.
     func listPayments(_ request: HTTPRequest) throws -> HTTPResponse {
         let merchant = try authenticate(request)
-        var limit = settings.listLimitDefault
-        if let raw = request.queryValue("limit") {
-            guard let value = Int(raw), (1...settings.listLimitMax).contains(value) else {
-                throw PaymentProblems.invalidQuery("limit", "limit must be 1-\(settings.listLimitMax).")
-            }
-            limit = value
-        }
+        let limit = try pageLimit(request)
         let status = request.queryValue("status")
         if let status, PaymentStatus(rawValue: status) == nil {
             throw PaymentProblems.invalidQuery("status", "status must be succeeded, declined, pending or failed.")
@@ -536,7 +583,7 @@ public final class PaymentsService: Sendable {
             throw PaymentProblems.invalidQuery("checkoutSessionId", "checkoutSessionId is not a session id.")
         }
         let after = request.queryValue("startingAfter")
-        let rows: [PaymentRecord] = try pool.withConnection { conn in
+        let (rows, refunded): ([PaymentRecord], [String: Int64]) = try pool.withConnection { conn in
             if let after {
                 guard PaymentIdentifier.isValid(after, prefix: "pay_"),
                       try conn.query("SELECT 1 AS found FROM payments WHERE payment_id = $1 AND merchant_id = $2",
@@ -544,14 +591,16 @@ public final class PaymentsService: Sendable {
                     throw PaymentProblems.invalidQuery("startingAfter", "startingAfter is not one of your payments.")
                 }
             }
-            return try conn.query(PaymentRecord.listSQL, [merchant.merchantId, sessionId, status, after, limit + 1])
+            let rows = try conn.query(PaymentRecord.listSQL, [merchant.merchantId, sessionId, status, after, limit + 1])
                 .rows.map(PaymentRecord.init(row:))
+            return (rows, try Self.refundedMinor(paymentIds: rows.prefix(limit).map(\.paymentId), on: conn))
         }
         struct Page: Encodable {
             let data: [PaymentView]
             let hasMore: Bool
         }
-        return .json(Page(data: rows.prefix(limit).map(PaymentView.init), hasMore: rows.count > limit))
+        return .json(Page(data: rows.prefix(limit).map { PaymentView($0, amountRefundedMinor: refunded[$0.paymentId] ?? 0) },
+                          hasMore: rows.count > limit))
     }
 
     /// The merchant behind an API key, or 401.

@@ -26,7 +26,11 @@ extension PaymentsService {
         let processor: any PaymentProcessor
         switch configuration.processor {
         case .http:
-            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "", timeoutMilliseconds: configuration.processorTimeoutMilliseconds)
+            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "", timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
+                                      authentication: configuration.processorAuthentication)
+            if !configuration.processorAuthentication.authenticates {
+                logger.warning("TENDER_PROCESSOR=http without TENDER_PROCESSOR_TOKEN_FILE or a client certificate: the processor cannot tell Tender's calls from anyone else's")
+            }
         case .simulator:
             var rules = SimulatorRules()
             rules.latencyMilliseconds = (try? TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS",

@@ -63,7 +63,7 @@ public struct SimulatorProcessor: PaymentProcessor {
     }
 }
 
-/// The `http` processor (CONTRACT §5) over libcurl: `Idempotency-Key` = the derived processor key,
+/// The `http` processor (docs/processor-protocol.md) over libcurl: `Idempotency-Key` = the derived processor key,
 /// bounded retries with backoff for transient failures, never a retry of an answer (a decline is final).
 public struct HTTPProcessor: PaymentProcessor {
     /// Base URL (`TENDER_PROCESSOR_URL`).
@@ -74,13 +74,17 @@ public struct HTTPProcessor: PaymentProcessor {
     public let retryPolicy: RetryPolicy
     /// Largest accepted response body.
     public static let responseBytesMax = 65_536
+    /// Bearer secret, client certificate and CA for the processor (docs/processor-protocol.md).
+    public let authentication: ProcessorAuthentication
     let client = HTTPClient()
 
     /// Creates a connector.
-    public init(baseURL: String, timeoutMilliseconds: Int, retryPolicy: RetryPolicy = RetryPolicy()) {
+    public init(baseURL: String, timeoutMilliseconds: Int, retryPolicy: RetryPolicy = RetryPolicy(),
+                authentication: ProcessorAuthentication = .none) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.timeoutMilliseconds = timeoutMilliseconds
         self.retryPolicy = retryPolicy
+        self.authentication = authentication
     }
 
     /// POST /authorizations.
@@ -115,9 +119,11 @@ public struct HTTPProcessor: PaymentProcessor {
         options.connectTimeoutMilliseconds = min(3_000, timeoutMilliseconds)
         options.responseBodyBytesMax = Self.responseBytesMax
         options.allowPlainHTTPForTesting = baseURL.hasPrefix("http://")
-        let request = HTTPClientRequest(method: "POST", url: baseURL + path,
-                                        headers: [("Content-Type", "application/json"), ("Idempotency-Key", key)],
-                                        body: bytes)
+        options.clientIdentity = authentication.clientIdentity
+        options.caFile = authentication.caFile
+        var headers = [("Content-Type", "application/json"), ("Idempotency-Key", key)]
+        if let secret = authentication.bearerSecret { headers.append(("Authorization", "Bearer " + secret)) }
+        let request = HTTPClientRequest(method: "POST", url: baseURL + path, headers: headers, body: bytes)
         var generator = SystemRandomNumberGenerator()
         let outcome = retryPolicy.run(using: &generator, sleep: { usleep(UInt32($0) * 1_000) }) { _ throws(HTTPClientError) in
             try client.send(request, options: options)

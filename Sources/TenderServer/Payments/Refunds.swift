@@ -48,6 +48,18 @@ struct RefundRecord: Sendable {
             """
         return try conn.query(sql, [id]).first.map(RefundRecord.init(row:))
     }
+
+    /// One page of a payment's refunds, newest first, after the refund `$2` (if any); `$3` rows at most.
+    static let listSQL: SQL = """
+        SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
+               processor_key, idempotency_key, created_at, needs_operator_at
+        FROM refunds
+        WHERE payment_id = $1
+          AND ($2::text IS NULL OR (created_at, refund_id) <
+               (SELECT created_at, refund_id FROM refunds WHERE refund_id = $2 AND payment_id = $1))
+        ORDER BY created_at DESC, refund_id DESC
+        LIMIT $3
+        """
 }
 
 /// A refund as the API shows it.
@@ -155,46 +167,7 @@ extension PaymentsService {
         }
     }
 
-    /// `GET /v1/payments/{id}/refunds?limit=&startingAfter=`: the payment's refunds, oldest first, with
-    /// their state (a refund waiting for an operator shows `needsOperator`).
-    func listRefunds(_ request: HTTPRequest) throws -> HTTPResponse {
-        let merchant = try authenticate(request)
-        let paymentId = request.pathParameters["id"] ?? ""
-        var limit = settings.listLimitDefault
-        if let raw = request.queryValue("limit") {
-            guard let value = Int(raw), (1...settings.listLimitMax).contains(value) else {
-                throw PaymentProblems.invalidQuery("limit", "limit must be 1-\(settings.listLimitMax).")
-            }
-            limit = value
-        }
-        let after = request.queryValue("startingAfter")
-        if let after, !PaymentIdentifier.isValid(after, prefix: "re_") {
-            throw PaymentProblems.invalidQuery("startingAfter", "startingAfter is not a refund id.")
-        }
-        let rows: [RefundRecord] = try pool.withConnection { conn in
-            guard PaymentIdentifier.isValid(paymentId, prefix: "pay_"),
-                  let payment = try PaymentRecord.load(paymentId, on: conn), payment.merchantId == merchant.merchantId else {
-                throw PaymentProblems.notFound("payment_not_found", "No such payment.")
-            }
-            return try conn.query("""
-                SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
-                       processor_key, idempotency_key, created_at, needs_operator_at
-                FROM refunds
-                WHERE payment_id = $1
-                  AND ($2::text IS NULL OR (created_at, refund_id) >
-                       (SELECT created_at, refund_id FROM refunds WHERE refund_id = $2 AND payment_id = $1))
-                ORDER BY created_at, refund_id
-                LIMIT $3
-                """, [paymentId, after, limit + 1]).rows.map(RefundRecord.init(row:))
-        }
-        struct Page: Encodable {
-            let data: [RefundView]
-            let hasMore: Bool
-        }
-        return .json(Page(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
-    }
-
-    /// The body must be exactly `{"amount": "<decimal>"}` (unknown fields refused, CONTRACT §3).
+    /// The body must be exactly `{"amount": "<decimal>"}` (unknown fields refused, openapi.yaml).
     static func refundAmountText(_ body: [UInt8]) throws(HTTPProblem) -> String {
         guard body.count <= 4_096 else { throw PaymentProblems.malformedJSON }
         try JSONCoding.checkBody(body)

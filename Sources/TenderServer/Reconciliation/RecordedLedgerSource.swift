@@ -79,7 +79,7 @@ struct RecordedLedgerSource: Sendable {
         Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
     }
 
-    /// Payment/refund status → ledger status (finance-store.md §5.7): a succeeded capture waits for
+    /// Payment/refund status → ledger status (docs/finance-store.md §5.7): a succeeded capture waits for
     /// settlement (`pending`), an unfinished one is `authorized`, anything refused never settles.
     static func ledgerStatus(_ status: String) -> RecordedStatus {
         switch status {

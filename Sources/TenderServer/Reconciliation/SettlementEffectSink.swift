@@ -3,7 +3,7 @@ import Postgres
 import Reconciliation
 
 /// One change the store asks the finance store for, in the transaction that records it in
-/// `settlement_effects` (finance-store.md §4.5 point 5).
+/// `settlement_effects` (docs/finance-store.md §4.5 point 5).
 enum SettlementEffectAction: Sendable {
     /// Book `effect`; `version` > 0 when it replaces an earlier booking of the same key (its postings
     /// then get ids of their own, the earlier ones being reversed first).

@@ -11,6 +11,10 @@ enum SettlementItemPaging {
     static let limitMax = 1_000
     /// Largest offset; deeper pages are refused rather than scanned.
     static let offsetMax = 10_000_000
+    /// Default page of `GET /v1/settlement-reports`.
+    static let reportsLimitDefault = 20
+    /// Largest page of `GET /v1/settlement-reports`.
+    static let reportsLimitMax = 100
 }
 
 extension TenderApp {
@@ -36,11 +40,22 @@ extension TenderApp {
         }.start()
     }
 
-    /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (CONTRACT §3).
+    /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (openapi.yaml).
     func registerSettlementReportRoutes(into router: inout Router) {
         let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
             try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store)
+        }))
+        router.add("GET", "/v1/settlement-reports", guarded(authenticated { request, merchant in
+            let limit = try Self.integerParameter(request, "limit", default: SettlementItemPaging.reportsLimitDefault,
+                                                  range: 1...SettlementItemPaging.reportsLimitMax)
+            let after = request.queryValue("startingAfter")
+            // One row more than asked tells whether another page exists.
+            guard let page = try store.reports(merchantId: merchant.merchantId, limit: limit + 1, startingAfter: after) else {
+                throw SettlementProblems.parameter("startingAfter", "the id of one of your settlement reports")
+            }
+            struct Page: Encodable { let data: [SettlementReportView]; let hasMore: Bool }
+            return .json(Page(data: Array(page.prefix(limit)), hasMore: page.count > limit))
         }))
         router.add("GET", "/v1/settlement-reports/{id}", guarded(authenticated { request, merchant in
             guard let id = request.pathParameters["id"],
@@ -57,7 +72,7 @@ extension TenderApp {
             var category: ReconciliationCategory?
             if let text = request.queryValue("category") {
                 guard let parsed = ReconciliationCategory(rawValue: text) else {
-                    throw SettlementProblems.parameter("category", "one of the CONTRACT §3 categories")
+                    throw SettlementProblems.parameter("category", "one of the categories listed in openapi.yaml")
                 }
                 category = parsed
             }

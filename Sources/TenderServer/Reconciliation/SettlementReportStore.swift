@@ -316,7 +316,7 @@ struct SettlementReportStore: Sendable {
         case rebook(version: Int, oldPostingKeys: [String])
     }
 
-    /// Records the effects' keys (finance-store.md §4.5 point 5) and returns the actions to apply, in line
+    /// Records the effects' keys (docs/finance-store.md §4.5 point 5) and returns the actions to apply, in line
     /// order: a key not recorded before is booked; one recorded with the same content only moves to this
     /// report (this revision still carries it); one recorded with other content (a corrected line of a
     /// superseding revision) has its postings reversed and is booked again at the next version. Status
@@ -621,13 +621,13 @@ struct SettlementReportStore: Sendable {
     }
 }
 
-/// Summary stored with a report: counts and batch balances (CONTRACT §3).
+/// Summary stored with a report: counts and batch balances (openapi.yaml).
 struct StoredSummary: Codable {
     let counts: [String: Int]
     let batches: [BatchBalance]
 }
 
-/// How one superseded batch changed (finance-store.md §4.5 point 2).
+/// How one superseded batch changed (docs/finance-store.md §4.5 point 2).
 struct BatchRevisionDiff: Codable {
     let batchId: String
     let supersedes: String

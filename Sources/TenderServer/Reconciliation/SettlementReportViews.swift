@@ -3,7 +3,7 @@ import Money
 import Postgres
 import Reconciliation
 
-/// A settlement report as the API and `tender reconcile` show it (CONTRACT §3). Amounts are decimal
+/// A settlement report as the API and `tender reconcile` show it (openapi.yaml). Amounts are decimal
 /// strings with exactly the currency's digits; every category is present in `counts`.
 struct SettlementReportView: Encodable, Sendable {
     /// A batch's balance with decimal amounts.

@@ -6,8 +6,8 @@ import Postgres
 import Testing
 @testable import TenderServer
 
-/// Merchant validation end to end: Tender → local mutual-TLS gateway (applepay-request.md §8 rules 40–46;
-/// reliability-security.md, reviewer's test 16).
+/// Merchant validation end to end: Tender → local mutual-TLS gateway (docs/apple-pay-rules.md, rules 40–46;
+/// docs/reliability-security.md, reviewer's test 16).
 @Suite(.enabled(if: TestEnvironment.hasDatabase, "needs TENDER_TEST_DATABASE_URL (make test)"), .serialized)
 struct MerchantValidationRouteTests {
     typealias S = MerchantValidationServer

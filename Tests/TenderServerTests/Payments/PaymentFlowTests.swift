@@ -5,7 +5,7 @@ import Payments
 import Testing
 @testable import TenderServer
 
-/// The reviewer's list (reliability-security.md "Tests a reviewer would demand") for payments; each test
+/// The reviewer's list (docs/reliability-security.md "Tests a reviewer would demand") for payments; each test
 /// prints its measure.
 @Suite(.enabled(if: TestEnvironment.hasDatabase, "needs TENDER_TEST_DATABASE_URL (make test)"))
 struct PaymentFlowTests {

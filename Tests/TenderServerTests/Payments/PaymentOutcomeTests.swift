@@ -8,7 +8,7 @@ import Synchronization
 import Testing
 @testable import TenderServer
 
-/// A loopback processor speaking CONTRACT §5 with programmable behaviour; it records every call and
+/// A loopback processor speaking docs/processor-protocol.md with programmable behaviour; it records every call and
 /// charges at most once per Idempotency-Key, like a real processor.
 final class FakeProcessorServer: Sendable {
     enum Mode: Sendable { case approve, decline, decline402, fail500, slow(Int), malformed }
