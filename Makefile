@@ -66,6 +66,8 @@ test: deps
 	if [ -n "$${restart:-}" ]; then
 	  TENDER_TEST_PG_RESTART="$$restart" swift test --skip-build --filter poolAndListenerSurviveADatabaseRestart
 	fi
+	# The running server checked against openapi.yaml by Schemathesis, for a bounded time.
+	scripts/schemathesis.sh $${SCHEMATHESIS_SECONDS:-60}
 	# A short libFuzzer run over token/CMS/X.509 parsing after the tests (`make fuzz` runs longer).
 	scripts/fuzz.sh $${FUZZ_TEST_SECONDS:-20}
 
