@@ -82,7 +82,16 @@ done
 
 # Real resources, so the operations on `{id}` reach their logic instead of answering 404 throughout.
 base_url="http://127.0.0.1:$port"
-field() { "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+# Prints member $1 of the JSON on stdin, or the whole answer and fails when it has none.
+field() {
+  "$venv/bin/python" -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    print(json.loads(text)[sys.argv[1]])
+except (ValueError, KeyError, TypeError):
+    sys.exit("schemathesis: seeding got no %s: %s" % (sys.argv[1], text[:500]))' "$1"
+}
 session_id="$(curl -sS -X POST "$base_url/v1/checkout-sessions" -H "Authorization: Bearer $key" \
   -H 'Content-Type: application/json' --data-binary @- <<'JSON' | field id
 {"currencyCode": "USD", "apiVersion": 14, "supportsCouponCode": true, "requiredShippingContactFields": ["postalAddress"],
