@@ -3,10 +3,11 @@
 #   scripts/schemathesis.sh [seconds]        (default 60; `make test` runs it)
 # Installs the pinned Schemathesis into a venv under $TENDER_DATA_DIR (once), creates a fresh database
 # `openapi_<8 hex>` next to TENDER_DATABASE_URL's (left for `scripts/pg.sh prune`, like the tests'
-# databases: DROP DATABASE waits for a checkpoint, which can take a minute on a busy cluster), migrates it, bootstraps the sandbox merchant, serves
-# the debug build (TENDER_BIN to override) on a free loopback port, seeds a checkout session, a (refused)
-# payment and a settlement report whose ids the operations on `{id}` use, and runs Schemathesis with the
-# sandbox API key. Exits non-zero on any failed check; the full output is kept in .build/schemathesis/.
+# databases: DROP DATABASE waits for a checkpoint, which can take a minute on a busy cluster), migrates
+# it, bootstraps the sandbox merchant, serves the debug build (TENDER_BIN to override) on a free loopback
+# port, seeds a checkout session, a (refused) payment and a settlement report whose ids the operations on
+# `{id}` use, and runs Schemathesis with the sandbox API key. Exits non-zero on any failed check; the
+# full output is kept in .build/schemathesis/.
 # SCHEMATHESIS_SEED=random explores new inputs (the default seed keeps `make test` reproducible);
 # SCHEMATHESIS_MAX_EXAMPLES bounds the cases per operation and phase.
 set -euo pipefail
@@ -74,11 +75,13 @@ port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.
 TENDER_APPLE_PAY_GATEWAY_HOSTS=gateway.invalid TENDER_PROCESSOR=simulator SWIFT_BACKTRACE=enable=no \
   "$bin" serve --listen "127.0.0.1:$port" >"$out/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 1 100); do
-  curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null && break
+ready=0
+for _ in $(seq 1 300); do
+  if curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null; then ready=1; break; fi
   kill -0 "$server_pid" 2>/dev/null || { echo "schemathesis: server exited (see $out/server.log)" >&2; exit 1; }
   sleep 0.1
 done
+[ $ready = 1 ] || { echo "schemathesis: server not ready after 30 s (see $out/server.log)" >&2; exit 1; }
 
 # Real resources, so the operations on `{id}` reach their logic instead of answering 404 throughout.
 base_url="http://127.0.0.1:$port"
