@@ -80,6 +80,8 @@ test: deps db-check
 	# pg.sh's rules (saved port, taken port, prune/createdb only on this checkout's cluster), on two
 	# throw-away clusters of its own.
 	scripts/pg-selftest.sh
+	# The running server checked against openapi.yaml by Schemathesis, for a bounded time.
+	scripts/schemathesis.sh $${SCHEMATHESIS_SECONDS:-60}
 	# A short libFuzzer run over token/CMS/X.509 parsing after the tests (`make fuzz` runs longer).
 	scripts/fuzz.sh $${FUZZ_TEST_SECONDS:-20}
 

@@ -1,9 +1,13 @@
 // Unknown-field refusal for Tender's own request objects (openapi.yaml): a typo or a client-sent
-// `total` must never be silently dropped. Objects Apple produces are decoded leniently instead.
+// `total` must never be silently dropped, and a member is a value or absent, never `null` (a `null`
+// that decoded as "absent" would let a client send what openapi.yaml forbids). Objects Apple
+// produces are decoded leniently instead.
 
 /// The structure of a JSON document with leaf values erased: enough to compare keys to a schema.
 public indirect enum JSONShape: Decodable, Sendable, Equatable {
-    /// A string, number, boolean or null.
+    /// `null`.
+    case null
+    /// A string, number or boolean.
     case scalar
     /// An array and its elements' shapes.
     case array([JSONShape])
@@ -13,7 +17,7 @@ public indirect enum JSONShape: Decodable, Sendable, Equatable {
     /// Decodes any JSON value.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .scalar; return }
+        if container.decodeNil() { self = .null; return }
         if (try? container.decode(Bool.self)) != nil { self = .scalar; return }
         if (try? container.decode(String.self)) != nil { self = .scalar; return }
         if (try? container.decode(Double.self)) != nil { self = .scalar; return }
@@ -63,11 +67,44 @@ public indirect enum KeySchema: Sendable {
         }
     }
 
-    /// Throws `unknown_field` naming the first unknown field of the JSON being decoded by `decoder`.
+    /// The path of the first member of a Tender object (`.object`, at any depth) whose value is `null`,
+    /// or nil; members of `.open` objects are Apple's and may be null. Same order as `firstUnknownField`.
+    public func firstNullMember(in shape: JSONShape, path: String = "") -> String? {
+        switch (self, shape) {
+        case (.object(let members), .object(let fields)):
+            for key in fields.keys.sorted() {
+                let childPath = path.isEmpty ? key : path + "." + key
+                guard let schema = members[key], let value = fields[key] else { continue }
+                if case .open = schema { continue }
+                if value == .null { return childPath }
+                if let found = schema.firstNullMember(in: value, path: childPath) { return found }
+            }
+            return nil
+        case (.map(let valueSchema), .object(let fields)):
+            for key in fields.keys.sorted() {
+                if let found = valueSchema.firstNullMember(in: fields[key] ?? .scalar, path: path + "." + key) { return found }
+            }
+            return nil
+        case (.array(let element), .array(let elements)):
+            for (index, value) in elements.enumerated() {
+                if let found = element.firstNullMember(in: value, path: "\(path)[\(index)]") { return found }
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    /// Throws `unknown_field` naming the first unknown field of the JSON being decoded by `decoder`,
+    /// then `field_type_invalid` naming the first member that is `null` (absent is the only "no value").
     public func refuseUnknownFields(_ decoder: any Decoder) throws {
         let shape = try decoder.singleValueContainer().decode(JSONShape.self)
-        if let field = firstUnknownField(in: shape, path: JSONPath.render(decoder.codingPath)) {
+        let root = JSONPath.render(decoder.codingPath)
+        if let field = firstUnknownField(in: shape, path: root) {
             throw PaymentRequestError(code: "unknown_field", path: field, rule: 0)
+        }
+        if let field = firstNullMember(in: shape, path: root) {
+            throw PaymentRequestError(code: "field_type_invalid", path: field, rule: 0)
         }
     }
 }

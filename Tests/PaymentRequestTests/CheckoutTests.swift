@@ -67,6 +67,39 @@ import Testing
         }
     }
 
+    @Test func nullMembersAreRefusedWithTheirPath() {
+        // A member is a value or absent: `null` would otherwise decode as "absent" (openapi.yaml forbids it).
+        let cases: [(String, String)] = [
+            (#"{"currencyCode":"USD","countryCode":null,"lineItems":[{"label":"a","amount":"1.00"}]}"#, "countryCode"),
+            (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00","type":null}]}"#, "lineItems[0].type"),
+            (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00"}],"shippingContact":{"countryCode":null}}"#,
+             "shippingContact.countryCode"),
+            (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00"}],"shippingMethods":[{"identifier":"a","label":"a","detail":"d","amount":"0.00","countries":null}]}"#,
+             "shippingMethods[0].countries"),
+        ]
+        for (json, path) in cases {
+            #expect {
+                try Fixture.decodeCart(json)
+            } throws: {
+                PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "field_type_invalid", path: path, rule: 0)]
+            }
+        }
+        // An unknown member is reported before a null one.
+        #expect {
+            try Fixture.decodeCart(#"{"currencyCode":"USD","countryCode":null,"lineItems":[],"total":{}}"#)
+        } throws: {
+            PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "unknown_field", path: "total", rule: 0)]
+        }
+    }
+
+    @Test func openMembersMayHoldNulls() {
+        // `.open` marks objects Apple produces; their members are Apple's to null.
+        let schema = KeySchema.object(["shippingContact": .open, "code": .leaf])
+        let shape = JSONShape.object(["shippingContact": .object(["postalCode": .null]), "code": .scalar])
+        #expect(schema.firstNullMember(in: shape) == nil)
+        #expect(schema.firstNullMember(in: .object(["code": .null])) == "code")
+    }
+
     @Test func contractCartDecodes() throws {
         let json = #"""
         {"currencyCode": "USD", "countryCode": "US",

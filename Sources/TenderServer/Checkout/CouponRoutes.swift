@@ -234,7 +234,9 @@ extension TenderApp {
             let country = try? Country(code: input.countryCode)
             if country == nil { errors.add("country_unknown", "countryCode", "An ISO 3166-1 alpha-2 code such as US.") }
             let region = input.region.map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-            if let region, region.count > PricingDataLimits.regionLengthMax {
+            // Counted as sent and in code points, as openapi.yaml's maxLength and the column's CHECK
+            // (length(region) <= 64) count: 64 characters of several scalars each would break the CHECK.
+            if let raw = input.region, raw.unicodeScalars.count > PricingDataLimits.regionLengthMax {
                 errors.add("region_invalid", "region", "At most \(PricingDataLimits.regionLengthMax) characters.")
             }
             let basisPoints = PercentText.basisPoints(input.rate)
@@ -270,7 +272,11 @@ struct FieldErrors {
 
 /// Coupons in PostgreSQL. Codes are case-insensitive: stored and looked up in ASCII uppercase.
 enum CouponStore {
-    static func normalized(_ code: String) -> String { code.uppercased() }
+    /// ASCII-only uppercasing: Unicode case mapping would turn codes the format refuses (`ı`, `ﬀ`)
+    /// into valid ones (`I`, `FF`).
+    static func normalized(_ code: String) -> String {
+        String(decoding: code.utf8.map { $0 >= 0x61 && $0 <= 0x7a ? $0 - 0x20 : $0 }, as: UTF8.self)
+    }
 
     /// Inserts a coupon; false when the merchant is at `couponsPerMerchantMax`; 409 `coupon_exists` for a taken code.
     static func insert(_ c: Coupon, merchantId: String, on conn: PostgresConnection) throws -> Bool {

@@ -29,8 +29,11 @@ struct MerchantValidationRequest: Decodable {
                               errors: [.init(field: unknown, code: "unknown_field", message: "Remove this field.")])
         }
         validationURL = try container.decode(String.self, forKey: Key(stringValue: "validationURL"))
-        initiativeContext = try container.decodeIfPresent(String.self, forKey: Key(stringValue: "initiativeContext"))
-        if let context = initiativeContext, context.isEmpty || context.utf8.count > Self.initiativeContextBytesMax {
+        let contextKey = Key(stringValue: "initiativeContext")
+        // A member is a string or absent; `null` must not pass as "absent".
+        let isNull = container.contains(contextKey) ? try container.decodeNil(forKey: contextKey) : false
+        initiativeContext = isNull ? nil : try container.decodeIfPresent(String.self, forKey: contextKey)
+        if isNull || initiativeContext.map({ $0.isEmpty || $0.utf8.count > Self.initiativeContextBytesMax }) == true {
             throw HTTPProblem(status: 400, code: "initiative_context_invalid", title: "Invalid initiative context",
                               detail: "initiativeContext must be a registered domain name.",
                               errors: [.init(field: "initiativeContext", code: "invalid_value",

@@ -514,6 +514,30 @@ struct SettlementReportStore: Sendable {
         return try SettlementReportView(row: row)
     }
 
+    /// One page of the merchant's reports, newest first, after report `startingAfter` (which must be
+    /// the merchant's: nil when it is not); `limit` rows at most.
+    func reports(merchantId: String, limit: Int, startingAfter: String?) throws -> [SettlementReportView]? {
+        try pool.withConnection { conn in
+            if let after = startingAfter {
+                guard try conn.query("SELECT 1 AS found FROM settlement_reports WHERE report_id = $1 AND merchant_id = $2",
+                                     [after, merchantId]).first != nil else { return nil }
+            }
+            return try conn.query("""
+                SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
+                       revision_diff::text AS revision_diff, created_at,
+                       r.effects_rebooked, r.effects_reversed, r.payouts_confirmed,
+                       r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
+                                WHERE c.report_id = r.report_id AND c.effects_pending) AS effects_pending
+                FROM settlement_reports r
+                WHERE merchant_id = $1
+                  AND ($2::text IS NULL OR (created_at, report_id) <
+                       (SELECT created_at, report_id FROM settlement_reports WHERE report_id = $2 AND merchant_id = $1))
+                ORDER BY created_at DESC, report_id DESC
+                LIMIT $3
+                """, [merchantId, startingAfter, limit]).rows.map(SettlementReportView.init(row:))
+        }
+    }
+
     /// The stored report for those bytes (it must exist).
     private func find(merchantId: String, format: SettlementReportFormat, fileSHA256: String,
                       on conn: PostgresConnection) throws -> SettlementReportView {

@@ -61,6 +61,11 @@ struct CouponTaxTests {
             (["code": "A", "percentOff": "10", "minimumSubtotal": "5.00"], 422, "currency_required"),
             (["code": "has space", "percentOff": "10"], 422, "coupon_code_invalid"),
             (["code": String(repeating: "A", count: 65), "percentOff": "10"], 422, "coupon_code_invalid"),
+            // Unicode case mapping must not make a refused code valid ("ﬀ" → "FF", "ı" → "I").
+            (["code": "\u{FB00}", "percentOff": "10"], 422, "coupon_code_invalid"),
+            (["code": "sav\u{0131}", "percentOff": "10"], 422, "coupon_code_invalid"),
+            (["code": "A", "percentOff": NSNull()], 400, "field_type_invalid"),
+            (["code": "A", "percentOff": "10", "expiresAt": NSNull()], 400, "field_type_invalid"),
         ]
         for (body, status, code) in cases {
             let response = try f.call("POST", "/v1/coupons", body)
@@ -128,6 +133,12 @@ struct CouponTaxTests {
             ([["countryCode": "US", "rate": "100.5"]], 422, "rate_invalid"),
             ([["countryCode": "US", "rate": "5"], ["countryCode": "US", "rate": "6"]], 422, "tax_rate_duplicate"),
             ([["countryCode": "US", "region": String(repeating: "r", count: 65), "rate": "5"]], 422, "region_invalid"),
+            // Counted in code points, as the column's CHECK counts: 40 characters of two scalars each.
+            ([["countryCode": "US", "region": String(repeating: "e\u{301}", count: 40), "rate": "5"]], 422, "region_invalid"),
+            // Counted as sent, not after trimming.
+            ([["countryCode": "US", "region": String(repeating: " ", count: 65), "rate": "5"]], 422, "region_invalid"),
+            ([["countryCode": "US", "rate": "5", "shippingTaxable": NSNull()]], 400, "field_type_invalid"),
+            ([["countryCode": "US", "region": NSNull(), "rate": "5"]], 400, "field_type_invalid"),
         ]
         for (body, status, code) in cases {
             let response = try f.call("PUT", "/v1/tax-rates", body)

@@ -292,6 +292,12 @@ struct MerchantValidationRouteTests {
         let tooLong = try s.validate(session.id, bearer: key, body: S.body(initiativeContext: longContext))
         #expect(tooLong.status == 400)
         #expect(try tooLong.json()["code"] as? String == "initiative_context_invalid")
+
+        // null is not "absent": openapi.yaml allows a string or nothing.
+        let nullContext = try s.validate(session.id, bearer: key, body:
+            #"{"validationURL":"https://apple-pay-gateway.test/paymentservices/paymentSession","initiativeContext":null}"#)
+        #expect(nullContext.status == 400)
+        #expect(try nullContext.json()["code"] as? String == "initiative_context_invalid")
         #expect(s.service.connectAttemptCount == 0)
     }
 
