@@ -15,6 +15,8 @@ struct SessionView: Encodable {
     let expiresAt: String
     let totalMinor: Int64
     let currencyCode: String
+    /// The Apple Pay JS version for `new ApplePaySession(apiVersion, paymentRequest)` (the cart's `apiVersion`).
+    let apiVersion: Int
     let paymentRequest: ApplePayPaymentRequest
 }
 
@@ -89,7 +91,8 @@ extension TenderApp {
                 metadataJSON: try Self.jsonText(priced.metadata), checkoutJSON: try Self.jsonText(priced)), on: conn)
             return .json(SessionView(id: sessionId, status: "open", version: 1, clientSecret: clientSecret,
                                      expiresAt: priced.expiresAt.rfc3339, totalMinor: priced.totalMinor,
-                                     currencyCode: priced.currency.code, paymentRequest: priced.paymentRequest),
+                                     currencyCode: priced.currency.code, apiVersion: priced.apiVersion,
+                                     paymentRequest: priced.paymentRequest),
                          status: 201)
         }
     }
@@ -110,7 +113,7 @@ extension TenderApp {
         var response = HTTPResponse.json(SessionView(
             id: snapshot.sessionId, status: status, version: snapshot.version, clientSecret: nil,
             expiresAt: Timestamp(millisecondsSinceEpoch: snapshot.expiresAtMilliseconds).rfc3339,
-            totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode,
+            totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode, apiVersion: checkout.apiVersion,
             paymentRequest: checkout.paymentRequest))
         response.headers.replaceOrAdd("Cache-Control", "no-store")
         return response
