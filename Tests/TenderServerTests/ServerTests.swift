@@ -12,9 +12,10 @@ final class RunningServer {
     let pool: PostgresPool
     var port: Int { server.boundPort }
 
-    init(prefix: String, extraMigrations: [MigrationFile] = []) throws {
+    init(prefix: String, extraMigrations: [MigrationFile] = [], environment: [String: String] = [:]) throws {
         pool = try TestEnvironment.migratedPool(prefix)
-        var configuration = try TenderConfiguration.load(environment: ["TENDER_LISTEN": "127.0.0.1:0"])
+        var configuration = try TenderConfiguration.load(environment: ["TENDER_LISTEN": "127.0.0.1:0"],
+                                                         overrides: environment)
         configuration.limits.databaseConnectionsMax = 8
         let files = try MigrationFile.load(directory: TestEnvironment.migrationsDirectory) + extraMigrations
         app = TenderApp(configuration: configuration, pool: pool, migrations: files, logger: .silent)
