@@ -388,6 +388,34 @@ def test_console(server, state):
     screenshot(driver, "08-console-refunded")
 
 
+def test_console_settlement_report(server, state):
+    payment = state.get("payment")
+    check(payment is not None, "no payment from the demo purchase")
+    gross = Decimal(payment["amount"])
+    csv = ("settlement_date,batch_id,type,payment_id,processor_reference,currency,gross_amount,fee_amount,net_amount\n"
+           f"2026-12-01,B1,payment,{payment['id']},{payment['processorReference']},USD,{gross},0.30,{gross - Decimal('0.30')}\n")
+    request = urllib.request.Request(server.base + "/v1/settlement-reports?format=generic", data=csv.encode(), method="POST",
+                                     headers={"Authorization": "Bearer " + server.api_key, "Content-Type": "text/csv"})
+    with urllib.request.urlopen(request, timeout=15) as response:
+        report = json.loads(response.read())
+    check(report["counts"]["matched"] == 1, f"report counts {report['counts']}")
+    driver = state["driver"]
+    driver.get(server.base + "/console/")  # still signed in: the key is in this tab's sessionStorage
+    wait(driver).until(lambda d: text_of_id(d, "reports-status") != "" or d.find_element(By.ID, "reports-table").is_displayed())
+    row = driver.find_elements(*by_testid(f"report-row-{report['id']}"))
+    if row:
+        counts = row[0].text
+    else:
+        # Without a list endpoint the console opens a report by its id.
+        check("does not list" in text_of_id(driver, "reports-status"), f"reports status: {text_of_id(driver, 'reports-status')}")
+        driver.find_element(*by_testid("report-id")).send_keys(report["id"])
+        driver.find_element(*by_testid("report-id")).submit()
+        wait(driver).until(lambda d: report["id"] in text_of(d, "report-detail"))
+        counts = text_of(driver, "report-detail")
+    check("matched: 1" in counts, f"report counts shown: {counts!r}")
+    screenshot(driver, "09-console-settlement-report")
+
+
 def text_of_id(driver, element_id):
     return driver.find_element(By.ID, element_id).text
 
@@ -420,7 +448,7 @@ def test_demo_off_by_default(server, state):
 
 
 TESTS = [test_security_headers, test_demo_purchase, test_apple_pay_js_happy, test_apple_pay_js_contact_network_error,
-         test_apple_pay_js_validation_failure, test_apple_pay_js_payment_timeout, test_console, test_demo_off_by_default]
+         test_apple_pay_js_validation_failure, test_apple_pay_js_payment_timeout, test_console, test_console_settlement_report, test_demo_off_by_default]
 
 
 def main():
@@ -431,7 +459,7 @@ def main():
     try:
         state["driver"] = new_browser()
         for test in TESTS:
-            if only and test.__name__ not in only and not (test.__name__ == "test_demo_purchase" and "test_console" in only):
+            if only and test.__name__ not in only and not (test.__name__ == "test_demo_purchase" and any("console" in n for n in only)):
                 continue
             started = time.monotonic()
             try:

@@ -114,7 +114,7 @@ async function refundsOf(payment) {
 
 function paymentRow(p, refunds) {
   const refundedText = refunds === null
-    ? (p.amountRefunded !== undefined ? `${p.amountRefunded} refunded` : "—")
+    ? (p.amountRefunded !== undefined ? `${p.amountRefunded} refunded` : "not listed by this server")
     : refunds.length === 0 ? "none" : refunds.map((r) => `${r.amount} ${r.status}`).join(", ");
   const refundCell = node("td");
   if (p.status === "succeeded") {
@@ -129,7 +129,7 @@ function paymentRow(p, refunds) {
       button.disabled = false;
       message.textContent = reply.ok ? `Refund ${reply.json.id} ${reply.json.status}` : `Refund refused: ${problemText(reply)}`;
       if (reply.ok) {
-        refunded.textContent = refunded.textContent === "none" || refunded.textContent === "—"
+        refunded.textContent = refunded.textContent === "none" || refunded.textContent === "not listed by this server"
           ? `${reply.json.amount} ${reply.json.status}` : `${refunded.textContent}, ${reply.json.amount} ${reply.json.status}`;
         loadFinance();
       }
@@ -208,7 +208,7 @@ async function drawTrend(accountID) {
 
 /** A line chart in SVG, one circle per transaction; scaled in BigInt, placed in whole pixels. */
 function chart(points, digits, currency, currentMinor) {
-  const width = 640, height = 220, pad = 36;
+  const width = 640, height = 220, pad = 24, left = 64, right = 40;
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", class: "trend",
     "aria-label": `Balance after each of ${points.length} transactions` });
   root.append(svg("title", {}, "Balance trend"));
@@ -220,15 +220,15 @@ function chart(points, digits, currency, currentMinor) {
   for (const m of [...points.map((p) => p.minor), currentMinor ?? 0n]) { if (m < low) low = m; if (m > high) high = m; }
   if (high === low) high = low + 1n;
   const span = high - low;
-  const x = (i) => (points.length === 1 ? width / 2 : pad + Math.round((i * (width - 2 * pad)) / (points.length - 1)));
+  const x = (i) => (points.length === 1 ? width / 2 : left + Math.round((i * (width - left - right)) / (points.length - 1)));
   const y = (minor) => height - pad - Number(((minor - low) * BigInt(height - 2 * pad)) / span);
-  root.append(svg("line", { x1: pad, x2: width - pad, y1: y(0n), y2: y(0n), class: "zero" }));
+  root.append(svg("line", { x1: left, x2: width - right, y1: y(0n), y2: y(0n), class: "zero" }));
   root.append(svg("text", { x: 4, y: y(high) + 4, class: "axis" }, formatMinor(high, digits)));
   root.append(svg("text", { x: 4, y: y(low) + 4, class: "axis" }, formatMinor(low, digits)));
   if (currentMinor !== null) {
-    root.append(svg("line", { x1: pad, x2: width - pad, y1: y(currentMinor), y2: y(currentMinor), class: "current",
+    root.append(svg("line", { x1: left, x2: width - right, y1: y(currentMinor), y2: y(currentMinor), class: "current",
       "data-testid": "balance-current" }, svg("title", {}, `Current balance ${formatMinor(currentMinor, digits)} ${currency}`)));
-    root.append(svg("text", { x: width - pad + 2, y: y(currentMinor) + 4, class: "axis" }, "now"));
+    root.append(svg("text", { x: width - right + 6, y: y(currentMinor) + 4, class: "axis" }, "now"));
   }
   root.append(svg("polyline", { points: points.map((p, i) => `${x(i)},${y(p.minor)}`).join(" "), class: "line" }));
   points.forEach((p, i) => {
@@ -280,7 +280,7 @@ function countsList(counts) {
 async function openReport(id) {
   const reply = await api("GET", `/v1/settlement-reports/${encodeURIComponent(id)}`);
   $("report-detail").replaceChildren(reply.ok
-    ? node("div", {}, node("h3", {}, `Report ${reply.json.id} (${reply.json.format}, ${reply.json.lineCount} lines)`),
+    ? node("div", {}, node("h3", {}, `Report ${reply.json.id} (${reply.json.format}, ${reply.json.lineCount} line${reply.json.lineCount === 1 ? "" : "s"})`),
       countsList(reply.json.counts))
     : node("p", { class: "error", role: "alert" }, `Report unavailable: ${problemText(reply)}`));
 }
