@@ -99,7 +99,7 @@ extension TenderApp {
     }
 
     /// The sandbox merchant session for the demo's own validation URL, or nil for any other call.
-    func sandboxMerchantSession(validationURL: String, merchant: Merchant, request: HTTPRequest) -> HTTPResponse? {
+    func sandboxMerchantSession(validationURL: String, merchant: Merchant) -> HTTPResponse? {
         guard configuration.demoEnabled, merchant.merchantId == SandboxCommands.sandboxMerchantId,
               validationURL == DemoSandbox.validationURL else { return nil }
         let nowMilliseconds = Int64(Date().timeIntervalSince1970 * 1_000)

@@ -60,7 +60,7 @@ extension TenderApp {
     private func merchantValidation(_ request: HTTPRequest, service: MerchantValidationService) throws -> HTTPResponse {
         let (_, merchant) = try authorizeOpenSession(request, id: request.pathParameters["id"] ?? "")
         let body = try JSONCoding.decode(MerchantValidationRequest.self, from: request.body)
-        if let sandbox = sandboxMerchantSession(validationURL: body.validationURL, merchant: merchant, request: request) {
+        if let sandbox = sandboxMerchantSession(validationURL: body.validationURL, merchant: merchant) {
             return sandbox
         }
         do {

@@ -11,7 +11,9 @@ struct CheckoutSessionTests {
         defer { f.stop() }
         let session = try f.createSession(usdCart(["metadata": ["orderId": "8841"]]))
         #expect(Set(session.keys) == ["id", "status", "version", "clientSecret", "expiresAt", "totalMinor",
-                                      "currencyCode", "paymentRequest"])
+                                      "currencyCode", "apiVersion", "paymentRequest"])
+        // The cart's apiVersion (usdCart asks for 14), for `new ApplePaySession(14, paymentRequest)`.
+        #expect(session["apiVersion"] as? Int == 14)
         let id = try #require(session["id"] as? String)
         #expect(id.range(of: "^cs_[a-z0-9]{24}$", options: .regularExpression) != nil)
         #expect(session["status"] as? String == "open")
