@@ -57,10 +57,10 @@ extension TenderApp {
                 })))
         }
         router.add("POST", "/demo/api/checkout-sessions", guarded { [self] request in
-            Self.demoResponse(try self.createDemoSession(request))
+            try Self.demoAnswer { try self.createDemoSession(request) }
         })
         router.add("POST", "/demo/api/sandbox-token", guarded { [self] request in
-            Self.demoResponse(try self.mintSandboxToken(request))
+            try Self.demoAnswer { try self.mintSandboxToken(request) }
         })
     }
 
@@ -112,6 +112,17 @@ extension TenderApp {
             signature: "sandbox", retries: 0))
         response.headers.replaceOrAdd("Cache-Control", "no-store")
         return response
+    }
+
+    /// Runs a demo handler; its answer, or the problem it throws, carries the pages' headers.
+    static func demoAnswer(_ handler: () throws -> HTTPResponse) throws -> HTTPResponse {
+        do {
+            return demoResponse(try handler())
+        } catch var problem as HTTPProblem {
+            WebSecurityHeaders.apply(to: &problem.headers)
+            problem.headers.replaceOrAdd("Cache-Control", "no-store")
+            throw problem
+        }
     }
 
     /// Demo API answers carry the pages' security headers and are never cached.

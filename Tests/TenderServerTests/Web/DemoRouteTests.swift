@@ -161,6 +161,8 @@ struct DemoRouteTests {
         let unknown = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "lamp", "quantity": 1]]]))
         #expect(unknown.status == 422)
         #expect(try unknown.json()["code"] as? String == "unknown_sku")
+        #expect(unknown.header("X-Content-Type-Options") == "nosniff")
+        #expect(unknown.header("Content-Type")?.hasPrefix("application/problem+json") == true)
         // A page cannot send a price: the store's catalog sets it.
         let priced = try client.request("POST", "/demo/api/checkout-sessions",
                                         body: try jsonBody(["items": [["sku": "mug", "quantity": 1, "amount": "0.01"]]]))
