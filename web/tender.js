@@ -7,7 +7,8 @@
 // paymentRequest and apiVersion and answers every sheet event through the session endpoints with the
 // client secret; without it, and only with `sandbox: true`, it opens an in-page sandbox sheet that drives
 // the same endpoints and pays with a sandbox token. Resolves with the payment result
-// ({payment, authorizationResult}); rejects with a TenderError (code "canceled", "payment_failed", …).
+// ({payment, authorizationResult}; payment is null, with sessionStatus "paid", when the answer was lost
+// but the session shows the charge); rejects with a TenderError (code "canceled", "payment_failed", …).
 
 /** Apple's sheet gives up 30 s after an event that is not completed. */
 export const SHEET_TIMEOUT_MILLISECONDS = 30000;
@@ -76,12 +77,27 @@ function forApplePay(update) {
   return { ...update, errors: update.errors.map((e) => new globalThis.ApplePayError(e.code, e.contactField, e.message)) };
 }
 
-/** Payments: one idempotency key per authorization attempt (CONTRACT §3). */
+/** How long a lost payment answer may take to confirm from the session, inside the sheet's 30 s. */
+const CONFIRM_TIMEOUT_MILLISECONDS = 3000;
+
+/**
+ * Payments: one idempotency key per authorization attempt (CONTRACT §3). When the answer is lost
+ * (timeout, network, a 5xx without authorizationResult) the charge may still have happened, so the
+ * session is read once: "paid" means the payment succeeded and the sheet must say so, or the shopper
+ * would retry a charged order.
+ */
 async function pay(context, payment) {
   const body = { token: payment.token };
   if (payment.shippingContact) body.shippingContact = payment.shippingContact;
   if (payment.billingContact) body.billingContact = payment.billingContact;
-  return call(context, "POST", sessionPath(context, "/payments"), body, { "Idempotency-Key": newIdempotencyKey() });
+  const reply = await call(context, "POST", sessionPath(context, "/payments"), body, { "Idempotency-Key": newIdempotencyKey() });
+  if (reply.json?.authorizationResult || (reply.status >= 400 && reply.status < 500)) return reply;
+  const check = await call({ ...context, timeoutMilliseconds: CONFIRM_TIMEOUT_MILLISECONDS }, "GET", sessionPath(context, ""));
+  if (check.ok && check.json?.status === "paid") {
+    return { ok: true, status: 200, failure: null,
+      json: { payment: null, sessionStatus: "paid", authorizationResult: { status: STATUS_SUCCESS, errors: [] } } };
+  }
+  return reply;
 }
 
 // MARK: - Apple Pay JS
@@ -401,7 +417,8 @@ function runSandboxSheet(context, session) {
  * session (that session object as Tender returned it: with it the sheet starts synchronously, which
  * Safari requires inside the click handler; without it the session is fetched first); baseURL (Tender's
  * origin, "" for the page's own); sandbox (open the sandbox sheet when Apple Pay is absent);
- * timeoutMilliseconds (per call, capped 5 s below the sheet's 30 s).
+ * timeoutMilliseconds (per call, at most 24 s: with the 3 s confirmation of a lost payment answer it
+ * stays inside the sheet's 30 s).
  */
 export function start(options) {
   const { sessionId, clientSecret } = options ?? {};
@@ -412,7 +429,7 @@ export function start(options) {
   const context = {
     sessionId, clientSecret,
     baseURL: (options.baseURL ?? "").replace(/\/+$/, ""),
-    timeoutMilliseconds: Math.max(1000, Math.min(budget, SHEET_TIMEOUT_MILLISECONDS - 5000)),
+    timeoutMilliseconds: Math.max(1000, Math.min(budget, SHEET_TIMEOUT_MILLISECONDS - 6000)),
   };
   const sandbox = options.sandbox === true;
   if (options.session && options.session.id === sessionId && options.session.paymentRequest) {

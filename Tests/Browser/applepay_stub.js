@@ -2,7 +2,8 @@
 // (Page.addScriptToEvaluateOnNewDocument). It fires the sheet events in Safari's order, records every
 // complete… argument with its time, and records every answer Tender gave to the page, so the test can
 // compare what the page passed to Apple with what Tender returned. `window.__stubConfig` is set by the
-// test before this file: {scenario: "happy" | "payment_timeout" | "contact_network_error" | "validation_failure"}.
+// test before this file: {scenario: "happy" | "payment_timeout" | "payment_answer_lost" | "contact_network_error" |
+// "validation_failure"}.
 (() => {
   const config = window.__stubConfig || { scenario: "happy" };
   const log = { events: [], completions: [], responses: [], errors: [] };
@@ -28,6 +29,12 @@
       });
     }
     if (config.scenario === "contact_network_error" && suffix === "/shipping-contact") {
+      throw new TypeError("Failed to fetch");
+    }
+    if (config.scenario === "payment_answer_lost" && suffix === "/payments" && method === "POST") {
+      // Tender charges, the connection drops before the page reads the answer.
+      const charged = await realFetch(input, init);
+      log.responses.push({ suffix, status: charged.status, text: await charged.text(), at: now(), lost: true });
       throw new TypeError("Failed to fetch");
     }
     const response = await realFetch(input, init);

@@ -334,6 +334,17 @@ def test_apple_pay_js_payment_timeout(server, state):
     check(result.startswith("Payment failed"), f"result: {result}")
 
 
+def test_apple_pay_js_payment_answer_lost(server, state):
+    log, result = stub_run(server, state, "payment_answer_lost")
+    lost = [r for r in log["responses"] if r["suffix"] == "/payments"]
+    check(len(lost) == 1 and json.loads(lost[0]["text"])["payment"]["status"] == "succeeded", f"the charge: {lost}")
+    calls = completions(log, "completePayment")
+    # Charged but unanswered: the session reads paid, so the sheet is told success, not a failure to retry.
+    check(len(calls) == 1 and calls[0]["argument"]["status"] == 0, f"completePayment calls: {calls}")
+    check(calls[0]["elapsedMilliseconds"] < SHEET_TIMEOUT_MS, "not completed in time")
+    check(result.startswith("Payment succeeded"), f"result: {result}")
+
+
 def test_apple_pay_js_contact_network_error(server, state):
     log, result = stub_run(server, state, "contact_network_error")
     calls = completions(log, "completeShippingContactSelection")
@@ -449,7 +460,8 @@ def test_demo_off_by_default(server, state):
         process.wait(15)
 
 
-TESTS = [test_security_headers, test_demo_purchase, test_apple_pay_js_happy, test_apple_pay_js_contact_network_error,
+TESTS = [test_security_headers, test_demo_purchase, test_apple_pay_js_happy, test_apple_pay_js_payment_answer_lost,
+         test_apple_pay_js_contact_network_error,
          test_apple_pay_js_validation_failure, test_apple_pay_js_payment_timeout, test_console, test_console_settlement_report, test_demo_off_by_default]
 
 

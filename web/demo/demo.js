@@ -92,8 +92,13 @@ function pay() {
       renderCart();
       session = null;
       $("status").textContent = "";
-      showOutcome(true, `Payment succeeded: ${result.payment.amount ?? ""} ${result.payment.currencyCode}`.trim(),
-        result.payment.id);
+      if (result.payment) {
+        showOutcome(true, `Payment succeeded: ${result.payment.amount ?? ""} ${result.payment.currencyCode}`.trim(),
+          result.payment.id);
+      } else {
+        // The answer was lost but the session is paid: the console shows the payment.
+        showOutcome(true, "Payment succeeded (the receipt was lost on the way; see the console)", null);
+      }
     })
     .catch((error) => {
       const paymentId = error.problem?.paymentId ?? error.result?.payment?.id ?? null;
