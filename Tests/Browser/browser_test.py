@@ -25,6 +25,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -280,6 +281,29 @@ def test_demo_purchase(server, state):
     state["payment"] = payment
 
 
+def test_sandbox_sheet_keyboard_and_cancel(server, state):
+    driver = state["driver"]
+    driver.get(server.base + "/demo/")
+    wait(driver).until(EC.element_to_be_clickable((By.CSS_SELECTOR, '[data-testid="add-to-cart"][data-sku="tee"]'))).click()
+    pay = wait(driver).until(EC.element_to_be_clickable(by_testid("pay-button")))
+    pay.click()
+    sheet = wait(driver).until(EC.visibility_of_element_located(by_testid("sandbox-sheet")))
+    check(sheet.get_attribute("role") == "dialog" and sheet.get_attribute("aria-modal") == "true", "not a modal dialog")
+    title = driver.find_element(By.ID, sheet.get_attribute("aria-labelledby"))
+    check(title.text != "", "the dialog has no accessible name")
+    for testid in ("contact-country", "contact-postal-code", "coupon-input"):
+        field = driver.find_element(*by_testid(testid))
+        label = driver.find_elements(By.CSS_SELECTOR, f'label[for="{field.get_attribute("id")}"]')
+        check(len(label) == 1 and label[0].text != "", f"{testid} has no label")
+    check(driver.switch_to.active_element == sheet, "focus did not move into the sheet")
+    wait(driver).until(lambda d: total_text(d) == "29.99 USD")  # 25.00 + 4.99, the catalog and the cart
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    wait(driver).until(EC.invisibility_of_element_located(by_testid("sandbox-sheet")))
+    check(text_of(driver, "result").startswith("Payment failed"), f"result after Escape: {text_of(driver, 'result')}")
+    check(driver.switch_to.active_element == pay, "focus did not return to the pay button")
+    check(pay.is_enabled(), "the open session cannot be paid again after a cancel")
+
+
 def stub_run(server, state, scenario, timeout_seconds=20):
     """Loads the demo with the stub injected, adds a mug, pays, and returns the stub's log."""
     driver = state["driver"]
@@ -413,7 +437,11 @@ def test_console_settlement_report(server, state):
         report = json.loads(response.read())
     check(report["counts"]["matched"] == 1, f"report counts {report['counts']}")
     driver = state["driver"]
-    driver.get(server.base + "/console/")  # still signed in: the key is in this tab's sessionStorage
+    driver.get(server.base + "/console/")
+    wait(driver).until(lambda d: d.find_element(By.ID, "sign-in").is_displayed() or d.find_element(By.ID, "signed-in").is_displayed())
+    if driver.find_element(By.ID, "sign-in").is_displayed():
+        driver.find_element(*by_testid("api-key")).send_keys(server.api_key)
+        driver.find_element(*by_testid("sign-in")).click()
     wait(driver).until(lambda d: text_of_id(d, "reports-status") != "" or d.find_element(By.ID, "reports-table").is_displayed())
     row = driver.find_elements(*by_testid(f"report-row-{report['id']}"))
     if row:
@@ -427,6 +455,10 @@ def test_console_settlement_report(server, state):
         counts = text_of(driver, "report-detail")
     check("matched: 1" in counts, f"report counts shown: {counts!r}")
     screenshot(driver, "09-console-settlement-report")
+    driver.find_element(*by_testid("sign-out")).click()
+    wait(driver).until(EC.visibility_of_element_located(by_testid("api-key")))
+    check(driver.execute_script("return sessionStorage.length") == 0, "sign-out left the key in sessionStorage")
+
 
 
 def text_of_id(driver, element_id):
@@ -460,7 +492,7 @@ def test_demo_off_by_default(server, state):
         process.wait(15)
 
 
-TESTS = [test_security_headers, test_demo_purchase, test_apple_pay_js_happy, test_apple_pay_js_payment_answer_lost,
+TESTS = [test_security_headers, test_demo_purchase, test_sandbox_sheet_keyboard_and_cancel, test_apple_pay_js_happy, test_apple_pay_js_payment_answer_lost,
          test_apple_pay_js_contact_network_error,
          test_apple_pay_js_validation_failure, test_apple_pay_js_payment_timeout, test_console, test_console_settlement_report, test_demo_off_by_default]
 

@@ -80,14 +80,19 @@ function showOutcome(ok, text, paymentId) {
   $("outcome").replaceChildren(...children);
 }
 
+let paying = false;
+
 function pay() {
-  if (!session) return;
+  if (!session || paying) return;
   const current = session;
-  $("pay-button").disabled = true;
+  // The button stays enabled (and focusable, so the sheet can hand focus back); a flag stops a double start.
+  paying = true;
   // Called synchronously in the click handler with the session at hand, as Safari requires.
   TenderCheckout.start({ sessionId: current.id, clientSecret: current.clientSecret, session: current, baseURL: "",
     sandbox: true })
     .then((result) => {
+      paying = false;
+      $("pay-button").disabled = true;
       cart.clear();
       renderCart();
       session = null;
@@ -101,10 +106,10 @@ function pay() {
       }
     })
     .catch((error) => {
+      paying = false;
       const paymentId = error.problem?.paymentId ?? error.result?.payment?.id ?? null;
       showOutcome(false, `Payment failed: ${error.message}`, paymentId);
       // The session stays open after a cancel or a decline: the shopper may try again.
-      $("pay-button").disabled = session === null;
     });
 }
 
