@@ -13,6 +13,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import threading
@@ -133,6 +134,7 @@ class Server:
             self.process.wait(15)
         except subprocess.TimeoutExpired:
             self.process.kill()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
         # Best effort: on a busy shared cluster DROP DATABASE can wait long for a checkpoint; the
         # database is uniquely named and empty of secrets, so a leftover does no harm.
         try:
