@@ -56,6 +56,9 @@ run: db-check release
 	# Development only: trust the sandbox Apple stand-in that bootstrap wrote (production never does
 	# unless TENDER_APPLE_ROOTS is set); an operator's own TENDER_APPLE_ROOTS wins.
 	export TENDER_APPLE_ROOTS="$${TENDER_APPLE_ROOTS:-$$TENDER_DATA_DIR/sandbox/root.pem}"
+	# The demo store (sandbox only): http://127.0.0.1:8080/demo/, the console at /console/.
+	export TENDER_DEMO="$${TENDER_DEMO:-on}"
+	echo "tender: demo store at http://$${TENDER_LISTEN:-127.0.0.1:8080}/demo/ · console at /console/"
 	.build/release/tender serve
 
 test: deps db-check
@@ -82,6 +85,8 @@ test: deps db-check
 	scripts/pg-selftest.sh
 	# The running server checked against openapi.yaml by Schemathesis, for a bounded time.
 	scripts/schemathesis.sh $${SCHEMATHESIS_SECONDS:-60}
+	# The browser client in headless Chromium (demo store, Apple Pay JS with a stub, console).
+	scripts/browser-test.sh
 	# A short libFuzzer run over token/CMS/X.509 parsing after the tests (`make fuzz` runs longer).
 	scripts/fuzz.sh $${FUZZ_TEST_SECONDS:-20}
 

@@ -64,6 +64,7 @@ public final class TenderApp: Sendable {
         registerPaymentsRoutes(into: &router)
         registerMerchantValidationRoutes(into: &router)
         registerSettlementReportRoutes(into: &router)
+        registerWebRoutes(into: &router)
         return router
     }
 

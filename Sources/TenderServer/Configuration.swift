@@ -42,6 +42,15 @@ public struct TenderConfiguration: Sendable {
     /// Matching rules of settlement reports (`TENDER_RECON_AMOUNT_TOLERANCE_MINOR`,
     /// `TENDER_RECON_SETTLEMENT_LAG_SECONDS`): exact amounts and a 7-day lag unless set.
     public var reconciliation = ReconciliationConfiguration()
+    /// `TENDER_DEMO=on`: serves the sample store under `/demo/` and its sandbox endpoints (token minting,
+    /// the sandbox merchant validation). Off by default; refused in a production configuration.
+    public var demoEnabled = false
+    /// `TENDER_CONSOLE=off` stops serving the operator console under `/console/` (static files only:
+    /// it holds no credential of its own and calls the API with the operator's key).
+    public var consoleEnabled = true
+
+    /// A sandbox configuration trusts roots other than Apple's (`TENDER_APPLE_ROOTS`); production never does.
+    public var isSandbox: Bool { appleRootsFiles != nil }
 
     /// Largest accepted amount tolerance, in minor units of the line's currency: 10.00 in a
     /// two-decimal currency. Drift beyond that is a mismatch to look at, not rounding.
@@ -171,6 +180,13 @@ public struct TenderConfiguration: Sendable {
                                      range: 0...reconciliationSettlementLagSecondsMax)
         configuration.reconciliation = ReconciliationConfiguration(amountToleranceMinor: Int64(toleranceMinor),
                                                                    settlementLagSeconds: Int64(lagSeconds))
+        configuration.demoEnabled = try onOff(env, "TENDER_DEMO", default: false)
+        configuration.consoleEnabled = try onOff(env, "TENDER_CONSOLE", default: true)
+        // The demo mints tokens with the sandbox's own keys: it must never run where only Apple's root is trusted.
+        if configuration.demoEnabled && !configuration.isSandbox {
+            throw ConfigurationError(variable: "TENDER_DEMO",
+                                     reason: "on needs a sandbox configuration (TENDER_APPLE_ROOTS set); refused in production")
+        }
         return configuration
     }
 
@@ -202,6 +218,15 @@ public struct TenderConfiguration: Sendable {
             throw ConfigurationError(variable: name, reason: "expected an integer in \(range.lowerBound)...\(range.upperBound)")
         }
         return v
+    }
+
+    static func onOff(_ env: [String: String], _ name: String, default fallback: Bool) throws(ConfigurationError) -> Bool {
+        switch env[name] ?? "" {
+        case "": return fallback
+        case "on": return true
+        case "off": return false
+        default: throw ConfigurationError(variable: name, reason: "expected on or off")
+        }
     }
 
     static func isHostName(_ host: String) -> Bool {

@@ -257,6 +257,18 @@ enum SandboxCommands {
         with TENDER_APPLE_ROOTS=$TENDER_DATA_DIR/sandbox/root.pem (as `make run` does).
         """
 
+    /// The demo store's coupon (`DemoCatalog.couponCode`, 10 % off) for the sandbox merchant, once.
+    static func bootstrapDemoCoupon(pool: PostgresPool) throws {
+        guard let merchant = try MerchantStore(pool: pool).merchant(id: sandboxMerchantId) else { return }
+        let input = try StrictBody<CouponInput>.decode(Array(#"{"code":"\#(DemoCatalog.couponCode)","percentOff":"10"}"#.utf8))
+        let coupon = try TenderApp.validatedCoupon(input, merchant: merchant)
+        try pool.withConnection { conn in
+            guard try CouponStore.find(merchantId: sandboxMerchantId, code: coupon.code, on: conn) == nil else { return }
+            _ = try CouponStore.insert(coupon, merchantId: sandboxMerchantId, on: conn)
+            Console.out("tender: sandbox coupon \(coupon.code) created (10 % off)")
+        }
+    }
+
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
         switch sub {
@@ -283,6 +295,7 @@ enum SandboxCommands {
                 Console.out("tender: sandbox API key (shown once): \(key.secret)")
             }
             try bootstrapSandboxKeys(configuration: configuration, pool: pool)
+            try bootstrapDemoCoupon(pool: pool)
             return .success
         default:
             throw UsageError(message: "unknown subcommand \(sub)")

@@ -253,6 +253,11 @@ extension SandboxCommands {
     static func sessionTerms(_ sessionId: String, environment: [String: String]) throws -> (Int64, Currency, [UInt8]) {
         let (_, pool) = try TenderCLI.openDatabase(environment)
         defer { pool.close() }
+        return try sessionTerms(sessionId, pool: pool)
+    }
+
+    /// Amount, currency and applicationData bytes of a checkout session (also `POST /demo/api/sandbox-token`).
+    static func sessionTerms(_ sessionId: String, pool: PostgresPool) throws -> (Int64, Currency, [UInt8]) {
         guard let row = try pool.query(
             "SELECT total_minor, currency_code, application_data FROM checkout_sessions WHERE session_id = $1",
             [sessionId]).first else {

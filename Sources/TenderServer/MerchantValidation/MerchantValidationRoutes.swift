@@ -63,6 +63,9 @@ extension TenderApp {
     private func merchantValidation(_ request: HTTPRequest, service: MerchantValidationService) throws -> HTTPResponse {
         let (_, merchant) = try authorizeOpenSession(request, id: request.pathParameters["id"] ?? "")
         let body = try JSONCoding.decode(MerchantValidationRequest.self, from: request.body)
+        if let sandbox = sandboxMerchantSession(validationURL: body.validationURL, merchant: merchant) {
+            return sandbox
+        }
         do {
             let session = try service.requestSession(validationURL: body.validationURL, merchant: merchant,
                                                      initiativeContext: body.initiativeContext,

@@ -12,7 +12,8 @@ struct CheckoutSessionTests {
         let session = try f.createSession(usdCart(["metadata": ["orderId": "8841"]]))
         #expect(Set(session.keys) == ["id", "status", "version", "clientSecret", "expiresAt", "totalMinor",
                                       "currencyCode", "apiVersion", "paymentRequest"])
-        #expect(session["apiVersion"] as? Int == 14)  // the cart's own
+        // The cart's apiVersion (usdCart asks for 14), for `new ApplePaySession(14, paymentRequest)`.
+        #expect(session["apiVersion"] as? Int == 14)
         let id = try #require(session["id"] as? String)
         #expect(id.range(of: "^cs_[a-z0-9]{24}$", options: .regularExpression) != nil)
         #expect(session["status"] as? String == "open")
