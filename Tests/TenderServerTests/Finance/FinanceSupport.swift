@@ -26,11 +26,14 @@ final class FinanceTestServer: Sendable {
                         migrations: try MigrationFile.load(directory: TestEnvironment.migrationsDirectory), logger: .silent)
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router())
         try server.start()
+        app.finance.startIngest()
     }
 
     func stop() {
         server.shutdown(drainDeadlineMilliseconds: 2_000)
         app.finance.stop()
+        // A test database keeps no slot behind: it would hold WAL and block dropping the database.
+        app.finance.ingest.stopAndDropSlot()
         pool.close()
         try? FileManager.default.removeItem(atPath: keyDirectory)
     }
