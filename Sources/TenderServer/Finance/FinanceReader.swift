@@ -47,17 +47,24 @@ enum FinanceReader {
     static func feedPage(scope: HistoryScope, after position: FeedPosition, pageSize: Int,
                          codec: HistoryTokenCodec, now: FinanceTimestamp,
                          on conn: PostgresConnection) throws -> FeedPage<[UInt8]> {
+        // The page is cut first, then each row's entity is looked up by its primary key (a correlated
+        // subquery, one index probe per row): a join lets a freshly filled, unanalysed feed table talk
+        // the planner into scanning the merchant's whole entity set per row.
         let result = try conn.query(SQL(idempotent: """
-            SELECT f.position, f.op, f.entity_id, e.payload::text
-              FROM finance_feed f
-              LEFT JOIN finance_entity e
-                ON e.merchant_id = f.merchant_id AND e.scope_kind = f.scope_kind AND e.entity_id = f.entity_id
-               AND e.scope_id = f.scope_id
-             WHERE f.merchant_id = $1 AND f.scope_kind = $2
-               AND f.scope_id = COALESCE($3::uuid, '00000000-0000-0000-0000-000000000000')
-               AND f.epoch = $4 AND f.position > $5
-             ORDER BY f.position
-             LIMIT $6
+            WITH page AS (
+                SELECT f.position, f.op, f.entity_id, f.merchant_id, f.scope_kind, f.scope_id
+                  FROM finance_feed f
+                 WHERE f.merchant_id = $1 AND f.scope_kind = $2
+                   AND f.scope_id = COALESCE($3::uuid, '00000000-0000-0000-0000-000000000000')
+                   AND f.epoch = $4 AND f.position > $5
+                 ORDER BY f.position
+                 LIMIT $6)
+            SELECT p.position, p.op, p.entity_id,
+                   (SELECT e.payload::text FROM finance_entity e
+                     WHERE e.merchant_id = p.merchant_id AND e.scope_kind = p.scope_kind
+                       AND e.entity_id = p.entity_id AND e.scope_id = p.scope_id) AS payload
+              FROM page p
+             ORDER BY p.position
             """), [scope.merchantID, scope.resource.scopeKind, scope.accountID?.description, Int(position.epoch),
                    position.position, pageSize + 1])
         var rows: [FeedLogRow<[UInt8]>] = []
