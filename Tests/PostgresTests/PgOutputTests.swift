@@ -21,8 +21,21 @@ import Testing
                                                                  columns: ["seq", "op"]))
         let insert: [UInt8] = [UInt8(ascii: "I")] + u32(16_400) + [UInt8(ascii: "N"), 0, 3]
             + [UInt8(ascii: "t")] + u32(2) + Array("42".utf8) + [UInt8(ascii: "n")] + [UInt8(ascii: "t")] + u32(6) + Array("insért".utf8).prefix(6)
-        #expect(try PgOutputMessage.parse(insert) == .insert(relationID: 16_400, values: ["42", nil, String(decoding: Array("insért".utf8).prefix(6), as: UTF8.self)]))
+        #expect(try PgOutputMessage.parse(insert) == .insert(xid: nil, relationID: 16_400, values: ["42", nil, String(decoding: Array("insért".utf8).prefix(6), as: UTF8.self)]))
         #expect(try PgOutputMessage.parse([UInt8(ascii: "U"), 1, 2]) == .other(UInt8(ascii: "U")))
+    }
+
+    @Test func streamedTransactionsDecodeWithTheirXids() throws {
+        #expect(try PgOutputMessage.parse([UInt8(ascii: "S")] + u32(900) + [1]) == .streamStart(xid: 900, firstSegment: true))
+        #expect(try PgOutputMessage.parse([UInt8(ascii: "E")]) == .streamStop)
+        let insert: [UInt8] = [UInt8(ascii: "I")] + u32(901) + u32(16_400) + [UInt8(ascii: "N"), 0, 1, UInt8(ascii: "t")] + u32(1) + [0x37]
+        #expect(try PgOutputMessage.parse(insert, inStream: true) == .insert(xid: 901, relationID: 16_400, values: ["7"]))
+        let relation: [UInt8] = [UInt8(ascii: "R")] + u32(901) + u32(16_400) + cstring("public") + cstring("t") + [UInt8(ascii: "d"), 0, 0]
+        #expect(try PgOutputMessage.parse(relation, inStream: true) == .relation(id: 16_400, namespace: "public", name: "t", columns: []))
+        let commit: [UInt8] = [UInt8(ascii: "c")] + u32(900) + [0] + u64(0x10) + u64(0x20) + u64(5)
+        #expect(try PgOutputMessage.parse(commit) == .streamCommit(xid: 900, commitLSN: LogSequenceNumber(0x10),
+                                                                   endLSN: LogSequenceNumber(0x20), commitMicroseconds: 5))
+        #expect(try PgOutputMessage.parse([UInt8(ascii: "A")] + u32(900) + u32(901)) == .streamAbort(xid: 900, subxid: 901))
     }
 
     @Test func truncatedOrMalformedMessagesAreDecodeFailures() {

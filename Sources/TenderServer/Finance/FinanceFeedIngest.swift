@@ -21,6 +21,10 @@ public final class FinanceFeedIngest: Sendable {
         public var slotName: String?
         /// Most change rows per feed write (a larger source transaction is fed in several writes).
         public var chunkRowsMax = 5_000
+        /// `logical_decoding_work_mem` of the slot's session, in kB: a transaction larger than this is
+        /// streamed to the writer while it runs, so its commit does not make the server replay it all
+        /// (and hold every later commit back meanwhile). PostgreSQL's default is 64 MB.
+        public var decodingWorkMemoryKilobytes = 4_096
         /// Status updates to the server at least this often (well under wal_sender_timeout).
         public var statusIntervalMilliseconds = 1_000
         /// Pause after a failed or refused session (slot busy, database down) before the next attempt.
@@ -208,8 +212,9 @@ public final class FinanceFeedIngest: Sendable {
               let applied = LogSequenceNumber(parsing: try cursor.decode("lsn")) else {
             throw TenderError("finance_feed_cursor_missing", "finance_feed_cursor has no row (run migrations)")
         }
+        try connection.command("SET logical_decoding_work_mem = '\(settings.decodingWorkMemoryKilobytes)kB'")
         try connection.startLogical(slot: slot, from: applied, options: [
-            ("proto_version", "1"), ("publication_names", Self.publication),
+            ("proto_version", "2"), ("publication_names", Self.publication), ("streaming", "on"),
         ])
         state.withLock {
             $0.status.streaming = true
@@ -230,10 +235,12 @@ public final class FinanceFeedIngest: Sendable {
             case .keepalive(let serverEnd, let replyRequested):
                 // Between transactions with everything durable, WAL up to the server's end holds
                 // nothing more for us: confirm it, so the slot does not hold WAL other work wrote.
-                if stream.open == nil && !stream.hasReadyWork { stream.confirmed = max(stream.confirmed, serverEnd) }
+                if stream.open == nil && stream.streamed.isEmpty && !stream.hasReadyWork {
+                    stream.confirmed = max(stream.confirmed, serverEnd)
+                }
                 if replyRequested { try connection.sendStatus(flushed: stream.confirmed) }
             case .data(_, _, let bytes):
-                try handle(try PgOutputMessage.parse(bytes), &stream, connection)
+                try handle(try PgOutputMessage.parse(bytes, inStream: stream.inStreamBlock), &stream, connection)
             }
             let now = DispatchTime.now().uptimeNanoseconds
             if now - lastStatus >= statusInterval {
@@ -262,6 +269,12 @@ public final class FinanceFeedIngest: Sendable {
         /// Column positions of `finance_change` by relation id (pgoutput's `R` message).
         var relations: [UInt32: FeedRow.Columns] = [:]
         var open: OpenTransaction?
+        /// Rows of streamed, still running transactions by top-level xid, each tagged with the
+        /// (sub)transaction that wrote it, so a rolled-back subtransaction's rows can be dropped.
+        var streamed: [UInt32: [(xid: UInt32, row: FeedRow)]] = [:]
+        /// Between `streamStart` and `streamStop`, and the block's top-level xid.
+        var streamBlockXid: UInt32?
+        var inStreamBlock: Bool { streamBlockXid != nil }
         /// Rows of committed source transactions, not yet written.
         var ready: [FeedRow] = []
         /// End LSN of the last committed source transaction in `ready`.
@@ -291,7 +304,27 @@ public final class FinanceFeedIngest: Sendable {
                     }
                 }
             }
-        case .insert(let relationID, let values):
+        case .streamStart(let xid, _):
+            stream.streamBlockXid = xid
+        case .streamStop:
+            stream.streamBlockXid = nil
+        case .streamAbort(let xid, let subxid):
+            if xid == subxid {
+                stream.streamed[xid] = nil
+            } else {
+                stream.streamed[xid]?.removeAll { $0.xid == subxid }
+            }
+        case .streamCommit(let xid, let commitLSN, let endLSN, _):
+            let rows = stream.streamed.removeValue(forKey: xid) ?? []
+            guard commitLSN >= stream.applied else { return }
+            stream.ready += rows.map(\.row)
+            stream.readyThrough = endLSN
+            if stream.ready.count >= settings.chunkRowsMax { try flush(&stream, connection) }
+        case .insert(let messageXid?, let relationID, let values):
+            // Inside a stream block: kept until the transaction's stream commit.
+            guard let top = stream.streamBlockXid, let columns = stream.relations[relationID] else { return }
+            stream.streamed[top, default: []].append((messageXid, try FeedRow(values, columns)))
+        case .insert(nil, let relationID, let values):
             guard var open = stream.open, !open.skip, let columns = stream.relations[relationID] else { return }
             open.rows.append(try FeedRow(values, columns))
             stream.open = open
@@ -318,9 +351,14 @@ public final class FinanceFeedIngest: Sendable {
     private func flush(_ stream: inout StreamState, _ connection: PostgresReplicationConnection) throws {
         let rows = stream.ready
         let through = stream.readyThrough
-        if !rows.isEmpty || through != nil {
-            try write(rows, through: through)
-        }
+        var start = 0
+        repeat {
+            // The end LSN goes with the last part only: a crash between parts replays the transaction,
+            // and `change_seq` drops what was already fed.
+            let end = min(rows.count, start + settings.chunkRowsMax)
+            try write(Array(rows[start..<end]), through: end == rows.count ? through : nil)
+            start = end
+        } while start < rows.count
         stream.ready = []
         stream.readyThrough = nil
         if let through {

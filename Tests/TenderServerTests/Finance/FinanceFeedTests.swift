@@ -93,6 +93,11 @@ struct FinanceFeedTests {
                         let events = (first..<(first + 5_000)).map { Events.paid("imp_\($0)", Int64(1 + $0 % 50)) }
                         _ = try recorder.apply(events, merchantId: importer, on: conn, now: Date(), missingPostings: .fail)
                     }
+                    // A rolled-back subtransaction inside the streamed transaction is never fed.
+                    try conn.simpleQuery("SAVEPOINT undone")
+                    _ = try recorder.apply([Events.paid("undone_1", 9), Events.paid("undone_2", 9)], merchantId: importer,
+                                           on: conn, now: Date(), missingPostings: .fail)
+                    try conn.simpleQuery("ROLLBACK TO SAVEPOINT undone")
                     opened.signal()
                     release.wait()
                 }
@@ -113,7 +118,12 @@ struct FinanceFeedTests {
         let imported = try FinanceShellTests.follow(s, account: importerAccount, key: importerKey, from: nil) { $0.count >= lines }
         #expect(imported.transactions.count == lines)
         #expect(Set(imported.transactions.map(\.id)).count == lines)
+        #expect(!imported.transactions.contains { $0.originalTransactionDescription.contains("undone") })
         try Self.expectFedOnce(s)
+        // The import exceeded the session's logical_decoding_work_mem: it reached the writer while it ran.
+        let streamed = try s.pool.query("SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = $1",
+                                        [try s.app.finance.ingest.slotName()]).first?.decode("stream_txns", as: Int64.self)
+        #expect((streamed ?? 0) > 0)
     }
 
     /// Two writers with steps begin (takes an xid), write, commit, in every one of the 20 interleavings:
