@@ -99,6 +99,7 @@ enum FinanceBenchCommand {
         Console.out(String(format: "finance: SSE catch-up streamed %d changes in %.2f s = %.0f changes/s",
                            received, catchUpSeconds, catchUpRate))
 
+        client.textEventBytesMax = Int.max
         let quiet = try liveLatency(client: client, merchantId: merchantId, prefix: "quiet", rate: rate, seconds: seconds,
                                     pool: pool, recorder: recorder, importer: nil)
         Console.out(String(format: "finance: live %d payments at %d/s, quiet: commit-to-SSE p50 %.1f ms, p99 %.1f ms (%d events seen)",
@@ -288,8 +289,9 @@ final class BenchSSEClient {
     private var headersDone = false
     /// Where the search for the next blank line resumes in `body` (bytes before it hold none).
     private var scanFrom = 0
-    /// Events larger than this are counted, not turned into Strings (catch-up pages; live events are small).
-    private static let textEventBytesMax = 16_384
+    /// Events larger than this are counted, not turned into Strings (catch-up pages); the live phases
+    /// raise it, so that a burst delivered as one large event is still matched payment by payment.
+    var textEventBytesMax = 16_384
     private static let transactionMarker = Array("\"transactionAmount\"".utf8)
 
     init(port: Int, path: String, key: String) throws {
@@ -342,7 +344,7 @@ final class BenchSSEClient {
             scanFrom = 0
             var event = Event()
             let block = body[0..<end]
-            if block.count > Self.textEventBytesMax {
+            if block.count > textEventBytesMax {
                 // Name from the head, transactions counted in place.
                 let head = String(decoding: block.prefix(512), as: UTF8.self)
                 for line in head.split(separator: "\n") where line.hasPrefix("event: ") {
