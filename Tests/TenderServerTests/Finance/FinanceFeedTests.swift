@@ -378,3 +378,62 @@ extension FinanceFeedTests {
         #expect(live.transactions.map(\.transactionAmount.amountMinor) == [5])
     }
 }
+
+extension FinanceFeedTests {
+    /// `tender serve` runs the feed writer; it is killed with SIGKILL while payments keep committing,
+    /// and a second `tender serve` takes the slot over: every change is fed exactly once.
+    @Test func killMinus9OfTheServerMidStreamLosesNothing() throws {
+        let s = try FinanceTestServer(prefix: "feed_kill", connectionsMax: 16, startIngest: false)
+        defer { s.stop() }
+        let (merchant, _) = try s.merchant()
+        let url = s.pool.configuration.connectionString
+        func serve() throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: TestEnvironment.tenderBinary)
+            process.arguments = ["serve", "--listen", "127.0.0.1:\(freePort())"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["TENDER_DATABASE_URL"] = url
+            environment["TENDER_MIGRATIONS_DIR"] = TestEnvironment.migrationsDirectory
+            environment["TENDER_DATA_DIR"] = s.keyDirectory
+            process.environment = environment
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        func fed() throws -> Int {
+            try s.pool.query("SELECT count(*)::int AS n FROM finance_feed").first?.decode("n", as: Int.self) ?? 0
+        }
+        let total = 200
+        let written = Atomic<Int>(0)
+        let writer = Thread {
+            for i in 0..<total {
+                try? s.record([Events.paid("pay_\(i)", Int64(i + 1))], merchant: merchant)
+                written.add(1, ordering: .releasing)
+                usleep(5_000)
+            }
+        }
+        let first = try serve()
+        let deadline = Date().addingTimeInterval(60)
+        writer.start()
+        // Killed once it has fed some of the stream, mid-stream.
+        while try fed() < 20, Date() < deadline { usleep(10_000) }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        #expect(first.terminationReason == .uncaughtSignal)
+        let writtenAtKill = written.load(ordering: .acquiring)
+        let second = try serve()
+        defer {
+            kill(second.processIdentifier, SIGTERM)
+            second.waitUntilExit()
+        }
+        while written.load(ordering: .acquiring) < total, Date() < deadline { usleep(10_000) }
+        #expect(writtenAtKill < total)  // the kill came mid-stream, not after the last payment
+        try Self.expectFedOnce(s)
+        let payments = try s.pool.query("""
+            SELECT count(DISTINCT t.posting_key)::int AS n FROM finance_feed f
+              JOIN finance_transaction t ON t.merchant_id = f.merchant_id AND t.id = f.entity_id
+             WHERE f.merchant_id = $1 AND f.scope_kind = 'transactions'
+            """, [merchant]).first?.decode("n", as: Int.self)
+        #expect(payments == total)
+    }
+}
