@@ -1,7 +1,9 @@
 // The history page builder and the change-log read the PostgreSQL shell must run
 // (finance-store.md §2.5, §5.3, §5.5; reliability-security.md §4).
 
-/// The change-log algorithm, as the SQL the shell runs. Read it before writing the shell.
+/// The change-log algorithm of the horizon reader, which issued v1 tokens. History is now served from the
+/// commit-ordered feed (`HistoryPageBuilder.build(feedRows:)`, docs/finance-feed.md); this reader's rules
+/// stay because they define what a v1 token was delivered, and the simulation tests check them.
 ///
 /// Writing, in the same database transaction as the domain change (transactional outbox):
 /// ```sql
