@@ -161,6 +161,7 @@ public final class FinanceFeedIngest: Sendable {
     private func run() {
         var lastReason = ""
         while running {
+            var pause = settings.retryIntervalMilliseconds
             do {
                 let connection = try PostgresReplicationConnection.open(pool.configuration)
                 try session(connection)
@@ -180,9 +181,11 @@ public final class FinanceFeedIngest: Sendable {
                     }
                     lastReason = reason
                 }
+                // A standby process asks less often: each attempt is a walsender started and refused.
+                if reason == "slot_in_use" { pause *= 5 }
             }
             var waited = 0
-            while running && waited < settings.retryIntervalMilliseconds {
+            while running && waited < pause {
                 usleep(50_000)
                 waited += 50
             }

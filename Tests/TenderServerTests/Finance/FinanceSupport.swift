@@ -32,10 +32,11 @@ final class FinanceTestServer: Sendable {
     }
 
     /// Starts the feed writer and waits until it streams its slot (created on first start), so a test's
-    /// commits are decoded by the slot rather than found by its creation's backfill.
+    /// commits are decoded by the slot rather than found by its creation's backfill. Creating a slot
+    /// waits for every transaction then running on the cluster, other tests' too: hence the long bound.
     func startFeed() throws {
         app.finance.startIngest()
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(90)
         while !app.finance.ingest.status.streaming {
             guard Date() < deadline else {
                 throw TenderError("feed_not_streaming", app.finance.ingest.status.lastError ?? "no session")
