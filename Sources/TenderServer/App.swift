@@ -30,7 +30,11 @@ public final class TenderApp: Sendable {
         self.tokens = TokenService(configuration: configuration, keyStore: KeyStore(
             pool: pool, masterKeyFile: configuration.masterKeyFile,
             onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
-        self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
+        var feedSettings = FinanceFeedIngest.Settings()
+        feedSettings.replicationConnectionString = configuration.financeFeedDatabaseURL
+        feedSettings.lagSecondsMax = configuration.financeFeedLagSecondsMax
+        self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger,
+                                      ingestSettings: feedSettings)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
                                              sink: FinancePaymentSink(processor: configuration.processor.rawValue))

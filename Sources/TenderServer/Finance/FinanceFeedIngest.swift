@@ -19,6 +19,9 @@ public final class FinanceFeedIngest: Sendable {
     public struct Settings: Sendable {
         /// The slot's name; nil derives `tender_feed_<database>` (slots are cluster-wide, one per database).
         public var slotName: String?
+        /// Where the replication session connects (pgbouncer does not pass replication connections);
+        /// nil uses the pool's connection string. It must name the same database.
+        public var replicationConnectionString: String?
         /// Most change rows per feed write (a larger source transaction is fed in several writes).
         public var chunkRowsMax = 5_000
         /// `logical_decoding_work_mem` of the slot's session, in kB: a transaction larger than this is
@@ -163,7 +166,9 @@ public final class FinanceFeedIngest: Sendable {
         while running {
             var pause = settings.retryIntervalMilliseconds
             do {
-                let connection = try PostgresReplicationConnection.open(pool.configuration)
+                var replication = pool.configuration
+                if let url = settings.replicationConnectionString { replication.connectionString = url }
+                let connection = try PostgresReplicationConnection.open(replication)
                 try session(connection)
             } catch {
                 let reason = Self.reason(error)

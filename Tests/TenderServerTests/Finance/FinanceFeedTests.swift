@@ -437,3 +437,23 @@ extension FinanceFeedTests {
         #expect(payments == total)
     }
 }
+
+extension FinanceFeedTests {
+    /// TENDER_FINANCE_FEED_DATABASE_URL is where the replication session goes: an unreachable one means
+    /// no streaming and a stable reason, while the pool itself works.
+    @Test func theWriterConnectsToItsOwnURL() throws {
+        let pool = try TestEnvironment.migratedPool("feed_url")
+        defer { pool.close() }
+        var settings = FinanceFeedIngest.Settings()
+        settings.replicationConnectionString = "postgresql://tender@127.0.0.1:1/none?connect_timeout=1"
+        let ingest = FinanceFeedIngest(pool: pool, logger: .silent, settings: settings)
+        ingest.start()
+        defer { ingest.stop() }
+        let deadline = Date().addingTimeInterval(20)
+        while ingest.status.lastError == nil && Date() < deadline { usleep(20_000) }
+        #expect(ingest.status.lastError == "connection_failed")
+        #expect(!ingest.status.streaming)
+        #expect(try pool.query("SELECT count(*)::int AS n FROM pg_replication_slots WHERE database = current_database()")
+            .first?.decode("n", as: Int.self) == 0)
+    }
+}
