@@ -79,7 +79,7 @@ public final class PostgresReplicationConnection {
     public func createLogicalSlot(name: String, plugin: String) throws(PostgresError)
         -> (consistentPoint: LogSequenceNumber, snapshotName: String) {
         precondition(Self.isValidSlotName(name) && Self.isValidSlotName(plugin), "slot and plugin names are [a-z0-9_]{1,63}")
-        let rows = try command("CREATE_REPLICATION_SLOT \(name) LOGICAL \(plugin) (SNAPSHOT 'export')")
+        let rows = try command(unsafeText: "CREATE_REPLICATION_SLOT \(name) LOGICAL \(plugin) (SNAPSHOT 'export')")
         guard let row = rows.first, row.count >= 3, let point = row[1].flatMap(LogSequenceNumber.init(parsing:)),
               let snapshot = row[2] else {
             throw PostgresError(code: .queryFailed, message: "CREATE_REPLICATION_SLOT returned no consistent point")
@@ -193,8 +193,9 @@ public final class PostgresReplicationConnection {
     }
 
     /// Runs one replication command or SQL statement (not while streaming) and returns its rows as text.
+    /// Nothing is bound: the text must be static or built from validated identifiers only.
     @discardableResult
-    public func command(_ text: String) throws(PostgresError) -> [[String?]] {
+    public func command(unsafeText text: String) throws(PostgresError) -> [[String?]] {
         precondition(!streaming, "no commands while streaming")
         guard let result = PQexec(handle, text) else {
             throw PostgresError(code: .connectionFailed, message: "no result: " + libpqMessage(handle))

@@ -82,6 +82,8 @@ public final class FinanceFeedIngest: Sendable {
         if let name = settings.slotName {
             precondition(PostgresReplicationConnection.isValidSlotName(name), "slot names are [a-z0-9_]{1,63}")
         }
+        precondition(settings.chunkRowsMax >= 1, "a feed write holds at least one row")
+        precondition(settings.decodingWorkMemoryKilobytes >= 64, "logical_decoding_work_mem is at least 64 kB")
         self.pool = pool
         self.logger = logger
         self.settings = settings
@@ -220,7 +222,7 @@ public final class FinanceFeedIngest: Sendable {
               let applied = LogSequenceNumber(parsing: try cursor.decode("lsn")) else {
             throw TenderError("finance_feed_cursor_missing", "finance_feed_cursor has no row (run migrations)")
         }
-        try connection.command("SET logical_decoding_work_mem = '\(settings.decodingWorkMemoryKilobytes)kB'")
+        try connection.command(unsafeText: "SET logical_decoding_work_mem = '\(settings.decodingWorkMemoryKilobytes)kB'")
         try connection.startLogical(slot: slot, from: applied, options: [
             ("proto_version", "2"), ("publication_names", Self.publication), ("streaming", "on"),
         ])
