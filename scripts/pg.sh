@@ -69,6 +69,29 @@ synchronous_commit = on
 log_min_messages = warning
 CONF
   fi
+  ensure_logical_conf
+}
+
+# The finance feed reads the change log through logical decoding (docs/finance-feed.md): every
+# database that runs Tender's feed holds one replication slot, and tests make many databases. The
+# slots are bounded (max_replication_slots, one walsender each), and a forgotten slot can never fill
+# the disk: beyond max_slot_wal_keep_size PostgreSQL invalidates it and Tender reports it lost.
+logical_conf() {
+  cat <<CONF
+# Tender finance feed (logical decoding)
+wal_level = logical
+max_replication_slots = 64
+max_wal_senders = 64
+max_slot_wal_keep_size = 2GB
+CONF
+}
+
+# A cluster initialised before the feed existed gets the settings too; they take effect at the next
+# start, so `start` restarts a running cluster whose wal_level is not yet logical.
+ensure_logical_conf() {
+  if ! grep -q '^wal_level = logical' "$pgdir/data/postgresql.conf"; then
+    logical_conf | as_pg tee -a "$pgdir/data/postgresql.conf" >/dev/null
+  fi
 }
 
 running() { as_pg "$bindir/pg_ctl" -D "$pgdir/data" status >/dev/null 2>&1; }
@@ -125,6 +148,11 @@ ENV
 cmd_start() {
   cmd_check
   ensure_init
+  if running && [ "${TENDER_PG_KEEP_RUNNING:-0}" != 1 ] \
+     && [ "$("$bindir/psql" -qtAX "$(url postgres)" -c 'SHOW wal_level' 2>/dev/null)" != logical ]; then
+    echo "tender: restarting PostgreSQL for wal_level = logical (finance feed)" >&2
+    as_pg "$bindir/pg_ctl" -D "$pgdir/data" -m fast -w -t 60 stop >/dev/null
+  fi
   if ! running; then
     # The port is given on the command line, so a changed TENDER_PG_PORT applies to an existing cluster too.
     if ! as_pg "$bindir/pg_ctl" -D "$pgdir/data" -l "$pgdir/postgres.log" -o "-p $port" -w -t 60 start >/dev/null; then
@@ -183,6 +211,15 @@ cmd_createdb() {
 cmd_prune() {
   local names
   require_own_cluster "prune test databases"
+  # A database whose replication slot is in use cannot be dropped: end the slot's walsender, then
+  # drop every slot of a test database first.
+  "$bindir/psql" -qtAX "$(url postgres)" -c "
+    SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+     WHERE active_pid IS NOT NULL AND database ~ '^[a-z][a-z0-9_]*_[0-9a-f]{8}$'" >/dev/null || true
+  sleep 0.2
+  "$bindir/psql" -qtAX "$(url postgres)" -c "
+    SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+     WHERE NOT active AND database ~ '^[a-z][a-z0-9_]*_[0-9a-f]{8}$'" >/dev/null || true
   names=$("$bindir/psql" -qtAX "$(url postgres)" -c "SELECT datname FROM pg_database WHERE datname ~ '^[a-z][a-z0-9_]*_[0-9a-f]{8}$'")
   for name in $names; do
     "$bindir/psql" -q -X "$(url postgres)" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null || true

@@ -52,6 +52,9 @@ public struct FinanceError: Error, Equatable, Sendable, CustomStringConvertible 
         case issuedInFuture = "issued_in_future"
         /// Older than the change log's retention: rows it still needs may be gone.
         case expired
+        /// A v1 (change-log) token whose delivered rows are not a prefix of the commit-ordered feed, so
+        /// no feed position resumes it exactly (docs/finance-feed.md).
+        case notInFeed = "not_in_feed"
     }
 
     /// Machine-readable reason.

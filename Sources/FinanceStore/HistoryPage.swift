@@ -1,7 +1,9 @@
 // The history page builder and the change-log read the PostgreSQL shell must run
 // (docs/finance-store.md §2.5, §5.3, §5.5; docs/reliability-security.md §4).
 
-/// The change-log algorithm, as the SQL the shell runs. Read it before writing the shell.
+/// The change-log algorithm of the horizon reader, which issued v1 tokens. History is now served from the
+/// commit-ordered feed (`HistoryPageBuilder.build(feedRows:)`, docs/finance-feed.md); this reader's rules
+/// stay because they define what a v1 token was delivered, and the simulation tests check them.
 ///
 /// Writing, in the same database transaction as the domain change (transactional outbox):
 /// ```sql
@@ -168,32 +170,107 @@ public enum HistoryPageBuilder {
             eligible += 1
         }
         let taken = rows.prefix(min(eligible, pageSize))
+        let (inserted, updated, deleted) = deduplicate(taken.map { ($0.entityID, $0.operation, $0.payload) })
+        let newPosition = taken.last?.position ?? position
+        return HistoryPage(inserted: inserted, updated: updated, deleted: deleted,
+                           newToken: codec.issue(scope: scope, position: newPosition, now: now),
+                           newPosition: newPosition, hasMore: eligible > pageSize)
+    }
 
+    /// A page of the commit-ordered feed (docs/finance-feed.md): no horizon, because a position is
+    /// assigned only once its change committed and positions grow in commit order. Same dedup rules.
+    ///
+    /// `rows` must be ascending, after `position`, in its epoch (`change_log_invalid` otherwise); pass up
+    /// to `pageSize + 1` rows so `hasMore` can be told.
+    public static func build<Payload: Sendable>(
+        feedRows rows: [FeedLogRow<Payload>], after position: FeedPosition, pageSize: Int,
+        scope: HistoryScope, codec: HistoryTokenCodec, now: FinanceTimestamp
+    ) throws(FinanceError) -> FeedPage<Payload> {
+        precondition(pageSize >= 1, "page size is validated by the caller")
+        var previous = position
+        for row in rows {
+            guard row.position.epoch == position.epoch, row.position > previous else {
+                throw FinanceError(.changeLogInvalid, detail: "feed rows not ascending after the token position")
+            }
+            previous = row.position
+        }
+        let taken = rows.prefix(pageSize)
+        let (inserted, updated, deleted) = deduplicate(taken.map { ($0.entityID, $0.operation, $0.payload) })
+        let newPosition = taken.last?.position ?? position
+        return FeedPage(inserted: inserted, updated: updated, deleted: deleted,
+                        newToken: codec.issue(scope: scope, feedPosition: newPosition, now: now),
+                        newPosition: newPosition, hasMore: rows.count > pageSize)
+    }
+
+    /// Each entity once, by its first operation in the page and its current state (the last row's payload).
+    private static func deduplicate<Payload>(_ rows: [(FinanceID, ChangeOperation, Payload?)])
+        -> (inserted: [Payload], updated: [Payload], deleted: [FinanceID]) {
         var order: [FinanceID] = []
         var first: [FinanceID: ChangeOperation] = [:]
-        var last: [FinanceID: ChangeLogRow<Payload>] = [:]
-        for row in taken {
-            if first[row.entityID] == nil {
-                first[row.entityID] = row.operation
-                order.append(row.entityID)
+        var last: [FinanceID: Payload?] = [:]
+        for (id, operation, payload) in rows {
+            if first[id] == nil {
+                first[id] = operation
+                order.append(id)
             }
-            last[row.entityID] = row
+            last[id] = payload
         }
         var inserted: [Payload] = []
         var updated: [Payload] = []
         var deleted: [FinanceID] = []
         for id in order {
             guard let firstOperation = first[id], let latest = last[id] else { continue }
-            switch (firstOperation == .insert, latest.payload) {
+            switch (firstOperation == .insert, latest) {
             case (true, let payload?): inserted.append(payload)
             case (true, nil): break
             case (false, let payload?): updated.append(payload)
             case (false, nil): deleted.append(id)
             }
         }
-        let newPosition = taken.last?.position ?? position
-        return HistoryPage(inserted: inserted, updated: updated, deleted: deleted,
-                           newToken: codec.issue(scope: scope, position: newPosition, now: now),
-                           newPosition: newPosition, hasMore: eligible > pageSize)
+        return (inserted, updated, deleted)
+    }
+}
+
+/// One `finance_feed` row as the shell read it.
+public struct FeedLogRow<Payload: Sendable>: Sendable {
+    /// `(epoch, position)` of the row.
+    public let position: FeedPosition
+    /// Insert, update or delete.
+    public let operation: ChangeOperation
+    /// The entity's id.
+    public let entityID: FinanceID
+    /// The entity's current state, read in the same snapshot; nil when it no longer exists in the scope.
+    public let payload: Payload?
+
+    /// Creates a row.
+    public init(position: FeedPosition, operation: ChangeOperation, entityID: FinanceID, payload: Payload?) {
+        self.position = position
+        self.operation = operation
+        self.entityID = entityID
+        self.payload = payload
+    }
+}
+
+/// A history page of the commit-ordered feed: FinanceKit `Changes` plus `hasMore`, as `HistoryPage`.
+public struct FeedPage<Payload: Sendable>: Sendable {
+    /// Entities new to the client.
+    public let inserted: [Payload]
+    /// Entities the client already had, in their latest state.
+    public let updated: [Payload]
+    /// Ids the client must drop.
+    public let deleted: [FinanceID]
+    /// Resumable on its own: it points after the last row of this page.
+    public let newToken: String
+    /// The position inside `newToken`.
+    public let newPosition: FeedPosition
+    /// True when more rows are already in the feed: fetch again at once.
+    public let hasMore: Bool
+}
+
+extension FeedPage where Payload == [UInt8] {
+    /// The JSON body from pre-encoded JSON objects (as `HistoryPage.jsonBody`).
+    public func jsonBody() -> [UInt8] {
+        HistoryPage(inserted: inserted, updated: updated, deleted: deleted, newToken: newToken,
+                    newPosition: .origin(epoch: newPosition.epoch), hasMore: hasMore).jsonBody()
     }
 }

@@ -9,7 +9,9 @@ struct ConnectSettings: Sendable {
 
     /// Parses the connection string with libpq and layers Tender's settings on top. libpq's parse
     /// message is dropped because it can quote the connection string, which may hold a password.
-    static func make(_ configuration: PostgresConfiguration) -> Result<ConnectSettings, PostgresError> {
+    /// `replication: true` opens a logical replication session (`replication=database`, a walsender
+    /// that also runs SQL) without a statement timeout, which would end a stream that is idle by design.
+    static func make(_ configuration: PostgresConfiguration, replication: Bool = false) -> Result<ConnectSettings, PostgresError> {
         guard !configuration.connectionString.utf8.contains(0) else {
             return .failure(PostgresError(code: .connectionFailed, message: "connection string contains a NUL byte"))
         }
@@ -38,7 +40,8 @@ struct ConnectSettings: Sendable {
         add("client_encoding", "UTF8")
         // Session defaults at startup, so no SET is needed after connecting (pgbouncer-safe).
         var startupOptions = present["options"].map { [$0] } ?? []
-        startupOptions.append("-c statement_timeout=\(configuration.statementTimeoutMilliseconds)")
+        startupOptions.append("-c statement_timeout=\(replication ? 0 : configuration.statementTimeoutMilliseconds)")
+        if replication { add("replication", "database") }
         add("options", startupOptions.joined(separator: " "))
         // TCP keepalives bound how long a query blocks on a silently dead peer, unless the
         // connection string chose its own.

@@ -35,7 +35,11 @@ public final class TenderApp: Sendable {
             pool: pool, masterKeyFile: configuration.masterKeyFile,
             onCreate: { logger.warning("created a new master key", [("path", $0)]) }))
         self.clientSecrets = ClientSecretKey(masterKeyFile: configuration.masterKeyFile, logger: logger)
-        self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger)
+        var feedSettings = FinanceFeedIngest.Settings()
+        feedSettings.replicationConnectionString = configuration.financeFeedDatabaseURL
+        feedSettings.lagSecondsMax = configuration.financeFeedLagSecondsMax
+        self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger,
+                                      ingestSettings: feedSettings)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
                                              sink: FinancePaymentSink(processor: configuration.processor.rawValue),
@@ -169,6 +173,24 @@ public final class TenderApp: Sendable {
             throw HTTPProblem(status: 503, code: "database_unavailable", title: "Not ready",
                               detail: "The database is not reachable.")
         }
+        // The finance feed (docs/finance-feed.md): a slot that is lost, idle or far behind is an alarm.
+        let ingest = finance.ingest
+        let health: FinanceFeedHealth
+        do {
+            health = try ingest.health()
+        } catch {
+            logger.warning("readiness failed", [("error", String(describing: type(of: error)))])
+            throw HTTPProblem(status: 503, code: "database_unavailable", title: "Not ready",
+                              detail: "The database is not reachable.")
+        }
+        if let code = health.problem(ingest.settings) {
+            logger.warning("finance feed not ready", [("code", code), ("lag_bytes", String(health.lagBytes)),
+                                                     ("wal_status", health.walStatus)])
+            throw HTTPProblem(status: 503, code: code, title: "Not ready",
+                              detail: "The finance feed is behind or its replication slot is unusable.",
+                              extra: ["lagBytes": .number(String(health.lagBytes)),
+                                      "lagMilliseconds": .number(health.lagSeconds.isFinite ? String(Int64(health.lagSeconds * 1_000)) : "-1")])
+        }
         return .json(["status": "ready"])
     }
 
@@ -199,6 +221,20 @@ public final class TenderApp: Sendable {
                     ("state=\"waiting\"", Int64(s.waiting)), ("state=\"max\"", Int64(s.connectionsMax))]
         }
         metrics.registerGauge("tender_http_worker_queue_depth") { [("", Int64(server.stats.queueDepth))] }
+        let ingest = finance.ingest
+        metrics.describe("tender_finance_feed_lag_bytes", help: "WAL behind the finance feed slot's confirmed position.")
+        metrics.describe("tender_finance_feed_lag_milliseconds", help: "Age of the oldest commit not yet in the finance feed.")
+        metrics.describe("tender_finance_feed_slot_safe_wal_bytes", help: "WAL the slot may still fall behind before it is lost (-1: unbounded).")
+        metrics.describe("tender_finance_feed_streaming", help: "1 when this process streams the finance feed slot.")
+        metrics.describe("tender_finance_feed_rows_fed", help: "Change rows this process numbered in the feed.")
+        metrics.registerGauge("tender_finance_feed_lag_bytes") { [("", (try? ingest.health())?.lagBytes ?? -1)] }
+        metrics.registerGauge("tender_finance_feed_lag_milliseconds") {
+            guard let seconds = (try? ingest.health())?.lagSeconds, seconds.isFinite else { return [("", -1)] }
+            return [("", Int64(seconds * 1_000))]
+        }
+        metrics.registerGauge("tender_finance_feed_slot_safe_wal_bytes") { [("", (try? ingest.health())?.safeWALBytes ?? -1)] }
+        metrics.registerGauge("tender_finance_feed_streaming") { [("", ingest.status.streaming ? 1 : 0)] }
+        metrics.registerGauge("tender_finance_feed_rows_fed") { [("", ingest.status.rowsFed)] }
         metrics.registerGauge("tender_http_in_flight") { [("", Int64(server.stats.inFlight))] }
         metrics.registerGauge("tender_http_workers_busy") { [("", Int64(server.stats.workersBusy))] }
     }

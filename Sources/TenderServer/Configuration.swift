@@ -171,6 +171,9 @@ public struct TenderConfiguration: Sendable {
             configuration.domainAssociationFile = file
         }
         configuration.localClusterPort = try integer(env, "TENDER_PG_PORT", default: 54_329, range: 1...65_535)
+        configuration.financeFeedDatabaseURL = value("TENDER_FINANCE_FEED_DATABASE_URL")
+        configuration.financeFeedLagSecondsMax = try integer(env, "TENDER_FINANCE_FEED_LAG_MAX_SECONDS",
+                                                             default: FinanceFeedIngest.Settings().lagSecondsMax, range: 1...86_400)
         let reconciliationDefaults = ReconciliationConfiguration()
         let toleranceMinor = try integer(env, "TENDER_RECON_AMOUNT_TOLERANCE_MINOR",
                                          default: Int(reconciliationDefaults.amountToleranceMinor),
@@ -189,6 +192,12 @@ public struct TenderConfiguration: Sendable {
         }
         return configuration
     }
+
+    /// The finance feed writer's replication session (docs/finance-feed.md): a URL that reaches
+    /// PostgreSQL directly when `TENDER_DATABASE_URL` goes through pgbouncer; nil uses that one.
+    public var financeFeedDatabaseURL: String?
+    /// `/readyz` fails when the finance feed is this many seconds behind (`TENDER_FINANCE_FEED_LAG_MAX_SECONDS`).
+    public var financeFeedLagSecondsMax = FinanceFeedIngest.Settings().lagSecondsMax
 
     /// Port of the local cluster that `scripts/pg.sh` runs under `$TENDER_DATA_DIR/pg`.
     public var localClusterPort = 54_329

@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Testing
 @testable import TenderServer
 #if canImport(Glibc)
@@ -155,6 +156,9 @@ struct CLIDatabaseTests {
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
         #expect((try? RawHTTPClient(port: port, timeoutSeconds: 1)) == nil)
+        let pool = PostgresPool(configuration: PostgresConfiguration(connectionString: url))
+        pool.dropFeedSlots()
+        pool.close()
     }
 }
 

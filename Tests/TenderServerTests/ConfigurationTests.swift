@@ -32,6 +32,8 @@ import Testing
         ("TENDER_APPLE_PAY_GATEWAY_HOSTS", "bad host"),
         ("TENDER_DB_POOL_SIZE", "0"),
         ("TENDER_HTTP_BODY_BYTES_MAX", "1023"),
+        ("TENDER_FINANCE_FEED_LAG_MAX_SECONDS", "0"),
+        ("TENDER_FINANCE_FEED_LAG_MAX_SECONDS", "86401"),
     ])
     func badValueNamesTheVariable(variable: String, value: String) {
         #expect {
@@ -45,6 +47,16 @@ import Testing
         #expect(try TenderConfiguration.load(environment: ["TENDER_TOKEN_MAX_AGE_SECONDS": "86400"]).tokenAgeMaxSeconds == 86_400)
         #expect(try TenderConfiguration.load(environment: ["TENDER_TOKEN_MAX_AGE_SECONDS": "1"]).tokenAgeMaxSeconds == 1)
         #expect(try TenderConfiguration.load(environment: ["TENDER_HTTP_BODY_BYTES_MAX": "1024"]).limits.bodyBytesMax == 1_024)
+        #expect(try TenderConfiguration.load(environment: ["TENDER_FINANCE_FEED_LAG_MAX_SECONDS": "1"]).financeFeedLagSecondsMax == 1)
+        #expect(try TenderConfiguration.load(environment: ["TENDER_FINANCE_FEED_LAG_MAX_SECONDS": "86400"]).financeFeedLagSecondsMax == 86_400)
+    }
+
+    @Test func theFinanceFeedConnectsWhereItIsTold() throws {
+        let defaults = try TenderConfiguration.load(environment: [:])
+        #expect(defaults.financeFeedDatabaseURL == nil)
+        #expect(defaults.financeFeedLagSecondsMax == 30)
+        let direct = "postgresql://tender@db-primary:5432/tender"
+        #expect(try TenderConfiguration.load(environment: ["TENDER_FINANCE_FEED_DATABASE_URL": direct]).financeFeedDatabaseURL == direct)
     }
 
     @Test func reconciliationRulesDefaultToExactAmountsAndAWeek() throws {

@@ -26,6 +26,8 @@ final class RunningServer {
 
     func stop() {
         server.shutdown(drainDeadlineMilliseconds: 2_000)
+        app.finance.stop()
+        pool.dropFeedSlots()
         pool.close()
     }
 

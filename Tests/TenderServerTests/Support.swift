@@ -60,6 +60,23 @@ enum TestEnvironment {
     }
 }
 
+extension PostgresPool {
+    /// Drops this database's finance feed slots once their walsenders have gone (a `tender serve` the
+    /// test ran, or an in-process feed writer already stopped): a test database keeps no slot behind,
+    /// which would hold WAL and block dropping the database. `scripts/pg.sh prune` catches the rest.
+    func dropFeedSlots() {
+        for _ in 0..<50 {
+            _ = try? query("""
+                SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                 WHERE database = current_database() AND NOT active
+                """)
+            let remaining = (try? query("SELECT 1 FROM pg_replication_slots WHERE database = current_database()").rows.count) ?? 0
+            if remaining == 0 { return }
+            usleep(100_000)
+        }
+    }
+}
+
 /// The result of running the `tender` binary.
 struct ProcessResult {
     let status: Int32

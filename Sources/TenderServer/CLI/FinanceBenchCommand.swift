@@ -15,7 +15,9 @@ enum FinanceBenchCommand {
         On a migrated database: records N payments through FinanceRecorder, then, for a second merchant,
         N payments, N fees and N bookings in batches (settlement-style, one transaction per batch); streams
         the first merchant's history over SSE from zero (catch-up changes/s), then records payments at a
-        steady rate while one SSE client measures commit-to-event latency (p50/p99). Creates its merchants.
+        steady rate while one SSE client measures commit-to-event latency (p50/p99): once quiet, once
+        while another merchant imports (400,000 lines in one open transaction, then settlement events in
+        chunks of 1,000). Creates its merchants; needs wal_level = logical (the feed writer runs in-process).
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
@@ -65,6 +67,17 @@ enum FinanceBenchCommand {
                            total, loadSeconds, Double(total) / loadSeconds))
         try batchFigures(total: total, recorder: recorder, pool: pool, app: app)
 
+        // The feed writer numbers everything recorded so far (it streamed along while the load ran).
+        app.finance.startIngest()
+        let feedStart = Date()
+        let changes = try countChanges(pool)
+        while try countFed(pool) < changes {
+            guard Date().timeIntervalSince(feedStart) < 600 else { throw TenderError("bench_feed_stuck", "feed did not catch up") }
+            usleep(20_000)
+        }
+        Console.out(String(format: "finance: feed writer caught up with %d changes %.2f s after the load",
+                           changes, Date().timeIntervalSince(feedStart)))
+
         let server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router())
         try server.start()
         defer {
@@ -82,21 +95,99 @@ enum FinanceBenchCommand {
             received += event.transactionCount
         }
         let catchUpSeconds = Date().timeIntervalSince(catchUpStart)
+        let catchUpRate = Double(received) / catchUpSeconds
         Console.out(String(format: "finance: SSE catch-up streamed %d changes in %.2f s = %.0f changes/s",
-                           received, catchUpSeconds, Double(received) / catchUpSeconds))
+                           received, catchUpSeconds, catchUpRate))
 
-        // Live latency: payments at a steady rate; the client notes when each one's event arrives.
+        client.textEventBytesMax = Int.max
+        let quiet = try liveLatency(client: client, merchantId: merchantId, prefix: "quiet", rate: rate, seconds: seconds,
+                                    pool: pool, recorder: recorder, importer: nil)
+        Console.out(String(format: "finance: live %d payments at %d/s, quiet: commit-to-SSE p50 %.1f ms, p99 %.1f ms (%d events seen)",
+                           rate * seconds, rate, quiet.p50, quiet.p99, quiet.seen))
+        let importer = "merchant.finbench.import.\(UInt32.random(in: 0...UInt32.max))"
+        try app.merchants.add(try Merchant.validated(merchantId: importer, displayName: "Bench import", domains: ["bench.test"],
+                                                     countryCode: "US", currencies: ["USD"]))
+        let busy = try liveLatency(client: client, merchantId: merchantId, prefix: "busy", rate: rate, seconds: seconds,
+                                   pool: pool, recorder: recorder, importer: importer)
+        Console.out(String(format: "finance: live %d payments at %d/s during another merchant's import (%d lines in one "
+                           + "transaction, then %d settlement events in chunks): p50 %.1f ms, p99 %.1f ms (%d events seen)",
+                           rate * seconds, rate, busy.importLines, busy.importEvents, busy.p50, busy.p99, busy.seen))
+        Console.out(String(format: "finance feed: SSE catch-up vs goal 50,000 changes/s: %.0f%%", 100 * catchUpRate / 50_000))
+        Console.out(String(format: "finance feed: live p99 during import vs goal 100 ms:  %.0f%% (%.1fx the quiet p99)",
+                           100 * busy.p99 / 100, quiet.p99 > 0 ? busy.p99 / quiet.p99 : .nan))
+        return .success
+    }
+
+    static func countChanges(_ pool: PostgresPool) throws -> Int {
+        try pool.query("SELECT count(*)::int AS n FROM finance_change").first?.decode("n", as: Int.self) ?? 0
+    }
+
+    static func countFed(_ pool: PostgresPool) throws -> Int {
+        try pool.query("SELECT count(*)::int AS n FROM finance_feed").first?.decode("n", as: Int.self) ?? 0
+    }
+
+    struct Latency {
+        var p50 = Double.nan
+        var p99 = Double.nan
+        var seen = 0
+        var importLines = 0
+        var importEvents = 0
+    }
+
+    /// Payments at a steady `rate` for `seconds`; the SSE client notes when each one's event arrives.
+    /// With `importer`, another merchant imports meanwhile, as a settlement import does: phase 1 writes
+    /// its lines in one long transaction (held open for half the window, then committed: the decoder
+    /// replays it all at its commit), phase 2 applies its effects in chunk transactions until the end.
+    static func liveLatency(client: BenchSSEClient, merchantId: String, prefix: String, rate: Int, seconds: Int,
+                            pool: PostgresPool, recorder: FinanceRecorder, importer: String?) throws -> Latency {
         let commits = Mutex<[String: UInt64]>([:])
         let writerDone = Atomic<Bool>(false)
+        let importStats = Mutex<(lines: Int, events: Int)>((0, 0))
         let liveCount = rate * seconds
-        let writer = Thread {
+        var threads: [Thread] = []
+        if let importer {
+            let importDeadline = Date().addingTimeInterval(Double(seconds))
+            threads.append(Thread {
+                let lines = 400_000
+                do {
+                    try pool.withConnection { conn in
+                        try conn.simpleQuery("CREATE TABLE IF NOT EXISTS bench_import_lines (report int, line int, body text)")
+                    }
+                    try pool.transaction { conn in
+                        try conn.simpleQuery("SET LOCAL statement_timeout = 0")
+                        _ = try conn.query("""
+                            INSERT INTO bench_import_lines
+                            SELECT 1, g, 'settlement line ' || g || repeat('x', 100) FROM generate_series(1, $1::int) g
+                            """, [lines])
+                        importStats.withLock { $0.lines = lines }
+                        while Date() < importDeadline.addingTimeInterval(-Double(seconds) / 2) { usleep(50_000) }
+                    }
+                    var next = 0
+                    while Date() < importDeadline {
+                        let events = (next..<(next + 1_000)).map { i in
+                            BusinessEvent.paymentSucceeded(paymentID: "imp_\(i)", money: EventMoney(
+                                amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim"),
+                                at: FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i)))
+                        }
+                        _ = try pool.transaction { conn in
+                            try recorder.apply(events, merchantId: importer, on: conn, now: Date(), missingPostings: .fail)
+                        }
+                        next += events.count
+                        importStats.withLock { $0.events = next }
+                    }
+                } catch {
+                    Console.out("finance: bench import failed: \(error)")
+                }
+            })
+        }
+        threads.append(Thread {
             let interval = 1.0 / Double(max(rate, 1))
             let start = Date()
             for i in 0..<liveCount {
                 let due = start.addingTimeInterval(Double(i) * interval)
                 let wait = due.timeIntervalSinceNow
                 if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
-                let id = "live_\(i)"
+                let id = "\(prefix)_\(i)"
                 do {
                     try pool.transaction { conn in
                         try recorder.apply(.paymentSucceeded(paymentID: id, money: EventMoney(
@@ -111,17 +202,18 @@ enum FinanceBenchCommand {
                 }
             }
             writerDone.store(true, ordering: .releasing)
-        }
-        writer.start()
-        var latencies: [Double] = []
-        var arrivals: [(String, UInt64)] = []
-        while latencies.count + arrivals.count < liveCount {
-            guard let event = client.next(timeoutSeconds: 5) else { break }
+        })
+        threads.forEach { $0.start() }
+        // First arrival per payment (a transaction's JSON names its payment more than once).
+        var arrivals: [String: UInt64] = [:]
+        while arrivals.count < liveCount {
+            guard let event = client.next(timeoutSeconds: 10) else { break }
             let now = DispatchTime.now().uptimeNanoseconds
-            for id in event.data.liveIDs() { arrivals.append((id, now)) }
+            for id in event.data.liveIDs(prefix: prefix) where arrivals[id] == nil { arrivals[id] = now }
         }
         while !writerDone.load(ordering: .acquiring) { usleep(10_000) }
         let committed = commits.withLock { $0 }
+        var latencies: [Double] = []
         for (id, arrived) in arrivals {
             if let at = committed[id], arrived >= at { latencies.append(Double(arrived - at) / 1_000_000) }
             else if committed[id] != nil { latencies.append(0) }
@@ -130,9 +222,9 @@ enum FinanceBenchCommand {
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
         }
-        Console.out(String(format: "finance: live %d payments at %d/s: commit-to-SSE p50 %.1f ms, p99 %.1f ms (%d events seen)",
-                           liveCount, rate, percentile(0.5), percentile(0.99), latencies.count))
-        return .success
+        let stats = importStats.withLock { $0 }
+        return Latency(p50: percentile(0.5), p99: percentile(0.99), seen: latencies.count,
+                       importLines: stats.lines, importEvents: stats.events)
     }
 }
 
@@ -172,18 +264,18 @@ extension FinanceBenchCommand {
 }
 
 extension String {
-    /// `payment_succeeded live_N` descriptions in an event's data.
-    fileprivate func liveIDs() -> [String] {
+    /// `payment_succeeded <prefix>_N` descriptions in an event's data.
+    fileprivate func liveIDs(prefix: String) -> [String] {
         var ids: [String] = []
-        for part in components(separatedBy: "\"payment_succeeded ").dropFirst() {
-            if let end = part.firstIndex(of: "\"") { ids.append("payment_succeeded " + part[..<end]) }
+        for part in components(separatedBy: "\"payment_succeeded \(prefix)_").dropFirst() {
+            if let end = part.firstIndex(of: "\"") { ids.append("payment_succeeded \(prefix)_" + part[..<end]) }
         }
         return ids
     }
 }
 
 /// A minimal blocking SSE reader for the benchmark (chunked body, LF-separated events).
-private final class BenchSSEClient {
+final class BenchSSEClient {
     struct Event {
         var name = ""
         var data = ""
@@ -197,8 +289,9 @@ private final class BenchSSEClient {
     private var headersDone = false
     /// Where the search for the next blank line resumes in `body` (bytes before it hold none).
     private var scanFrom = 0
-    /// Events larger than this are counted, not turned into Strings (catch-up pages; live events are small).
-    private static let textEventBytesMax = 16_384
+    /// Events larger than this are counted, not turned into Strings (catch-up pages); the live phases
+    /// raise it, so that a burst delivered as one large event is still matched payment by payment.
+    var textEventBytesMax = 16_384
     private static let transactionMarker = Array("\"transactionAmount\"".utf8)
 
     init(port: Int, path: String, key: String) throws {
@@ -251,7 +344,7 @@ private final class BenchSSEClient {
             scanFrom = 0
             var event = Event()
             let block = body[0..<end]
-            if block.count > Self.textEventBytesMax {
+            if block.count > textEventBytesMax {
                 // Name from the head, transactions counted in place.
                 let head = String(decoding: block.prefix(512), as: UTF8.self)
                 for line in head.split(separator: "\n") where line.hasPrefix("event: ") {

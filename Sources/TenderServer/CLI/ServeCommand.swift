@@ -48,6 +48,7 @@ enum ServeCommand {
             throw MigrationError(code: .pending, detail: "\(status.pending.count) pending; run `tender migrate` first")
         }
         try app.tokens.prepare()
+        try FinanceFeedIngest.checkPrerequisites(pool)
         if configuration.appleRootsFiles != nil {
             logger.warning("TENDER_APPLE_ROOTS is set: tokens are trusted from roots other than Apple Root CA - G3")
         }
@@ -62,6 +63,7 @@ enum ServeCommand {
         }
         app.registerGauges(server: server)
         app.payments.startResolver()
+        app.finance.startIngest()
         app.resumeSettlementEffects()
         logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
 

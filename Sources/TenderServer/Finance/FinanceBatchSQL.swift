@@ -75,7 +75,7 @@ enum FinanceBatchSQL {
         return stored
     }
 
-    /// Round trips 3 to 5: writes `plan` and logs every changed entity, then queues one `pg_notify`.
+    /// Round trips 3 to 5: writes `plan` and logs every changed entity.
     static func write(_ plan: FinanceBatchPlan, merchantId: String, epoch: UInt32, asOf: FinanceTimestamp,
                       on conn: PostgresConnection) throws {
         // Each changed transaction is encoded once: the same JSON goes to its row and to its entity.
@@ -307,8 +307,8 @@ enum FinanceBatchSQL {
         return (created, stored)
     }
 
-    /// Round trip 5, one statement: upserts every changed entity, appends its change row (ChangeFeedSQL),
-    /// and queues the `pg_notify` that wakes monitoring streams once the caller commits.
+    /// Round trip 5, one statement: upserts every changed entity and appends its change row; the feed
+    /// writer (FinanceFeedIngest) reads the row at commit and wakes monitoring streams once it is fed.
     private static func log(_ changes: [Change], merchantId: String, epoch: UInt32, on conn: PostgresConnection) throws {
         let nilUUID = "00000000-0000-0000-0000-000000000000"
         _ = try conn.query("""
@@ -325,8 +325,7 @@ enum FinanceBatchSQL {
                 INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
                 SELECT $1, scope_kind, scope_id, $7, op, entity_id FROM input ORDER BY ord
                 RETURNING 1)
-            SELECT pg_notify('tender_finance', $1)
-              FROM (SELECT (SELECT count(*) FROM ent) + (SELECT count(*) FROM chg)) AS n
+            SELECT (SELECT count(*) FROM ent) + (SELECT count(*) FROM chg) AS n
             """, [merchantId,
                   PGArray.text(changes.map(\.scopeKind)),
                   PGArray.text(changes.map { $0.scopeID?.description ?? nilUUID }),

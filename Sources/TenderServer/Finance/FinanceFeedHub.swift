@@ -6,9 +6,10 @@ import Postgres
 import Synchronization
 
 /// Serves every finance monitoring stream (SSE) from one thread (issue 6 item 5: no worker per idle
-/// subscriber). It LISTENs on `tender_finance` to be woken quickly, but re-reads every subscriber at
-/// least every `pollIntervalMilliseconds` as well, because correctness must not depend on NOTIFY:
-/// what a subscriber receives always comes from the xmin-gated change-log read (ChangeFeedSQL).
+/// subscriber). It LISTENs on `tender_finance`, which the feed writer (FinanceFeedIngest) notifies once
+/// new positions are durable, but re-reads every subscriber at least every `pollIntervalMilliseconds`
+/// as well, because correctness must not depend on NOTIFY: what a subscriber receives always comes from
+/// the commit-ordered feed (`finance_feed`, FinanceReader.feedPage).
 public final class FinanceFeedHub: Sendable {
     /// Bounds and cadences of the hub.
     public struct Settings: Sendable {
@@ -20,11 +21,6 @@ public final class FinanceFeedHub: Sendable {
         public var pollIntervalMilliseconds = 1_000
         /// Pages one subscriber may take per turn, so one catch-up cannot starve live subscribers.
         public var pagesPerTurnMax = 8
-        /// After a NOTIFY whose read found nothing new (the row still sat at or above the horizon,
-        /// held back by another open transaction in the cluster), re-read this often…
-        public var recheckIntervalMilliseconds = 5
-        /// …for at most this long, instead of waiting for the next full scan.
-        public var recheckWindowMilliseconds = 250
         /// Most simultaneous subscribers; more are refused with 503.
         public var subscribersMax = 1_000
         /// The documented defaults.
@@ -34,16 +30,12 @@ public final class FinanceFeedHub: Sendable {
     private struct Subscriber {
         let stream: HTTPStream
         let scope: HistoryScope
-        var position: HistoryPosition
+        var position: FeedPosition
         var due = true
         var caughtUp = false
         /// An event read but not yet sent for lack of buffer room.
         var pending: [UInt8]?
         var lastSentNanoseconds: UInt64
-        /// While a NOTIFY-triggered read has not yet delivered anything: re-read at `recheckAt`
-        /// until `recheckUntil` (0 = not rechecking).
-        var recheckAt: UInt64 = 0
-        var recheckUntil: UInt64 = 0
     }
 
     private struct State {
@@ -106,7 +98,7 @@ public final class FinanceFeedHub: Sendable {
     }
 
     /// Adds a stream that resumes after `position`; false when the hub is full or stopped.
-    public func subscribe(_ stream: HTTPStream, scope: HistoryScope, position: HistoryPosition) -> Bool {
+    public func subscribe(_ stream: HTTPStream, scope: HistoryScope, position: FeedPosition) -> Bool {
         start()
         let id = state.withLock { state -> Int? in
             guard state.running, state.subscribers.count < settings.subscribersMax else { return nil }
@@ -128,11 +120,10 @@ public final class FinanceFeedHub: Sendable {
     private func run(_ listener: PostgresListener) {
         var lastFullScan = Self.nowNanoseconds()
         while state.withLock({ $0.running }) {
-            let (busy, rechecking) = state.withLock { state -> (Bool, Bool) in
-                (state.subscribers.values.contains { $0.due || $0.pending != nil },
-                 state.subscribers.values.contains { $0.recheckUntil != 0 })
+            let busy = state.withLock { state -> Bool in
+                state.subscribers.values.contains { $0.due || $0.pending != nil }
             }
-            let timeout = busy ? 1 : (rechecking ? settings.recheckIntervalMilliseconds : 50)
+            let timeout = busy ? 1 : 50
             let (notifications, reconnected) = listener.wait(timeoutMilliseconds: timeout)
             let woken = Set(notifications.map(\.payload))
             let now = Self.nowNanoseconds()
@@ -140,38 +131,20 @@ public final class FinanceFeedHub: Sendable {
             if fullScan { lastFullScan = now }
             let due = state.withLock { state -> [(Int, Subscriber)] in
                 for (id, subscriber) in state.subscribers {
-                    if woken.contains(subscriber.scope.merchantID) {
-                        state.subscribers[id]?.due = true
-                        state.subscribers[id]?.recheckUntil = now + UInt64(settings.recheckWindowMilliseconds) * 1_000_000
-                        state.subscribers[id]?.recheckAt = 0
-                    } else if fullScan || (subscriber.recheckUntil != 0 && now >= subscriber.recheckAt) {
+                    if fullScan || woken.contains(subscriber.scope.merchantID) {
                         state.subscribers[id]?.due = true
                     }
                 }
                 return state.subscribers.filter { $0.value.due || $0.value.pending != nil }.map { ($0.key, $0.value) }
             }
             for (id, subscriber) in due {
-                let updated = serve(subscriber)
+                let updated = serveTurn(subscriber)
                 state.withLock { state in
                     if state.subscribers[id] != nil { state.subscribers[id] = updated }
                 }
             }
             heartbeat()
         }
-    }
-
-    /// Serves one turn; a woken read that found nothing new keeps the subscriber rechecking briefly,
-    /// because the row may still sit at or above the horizon (another transaction held it back).
-    private func serve(_ original: Subscriber) -> Subscriber {
-        var subscriber = serveTurn(original)
-        guard original.due, subscriber.recheckUntil != 0 else { return subscriber }
-        let now = Self.nowNanoseconds()
-        if subscriber.position != original.position || now >= subscriber.recheckUntil {
-            subscriber.recheckUntil = 0
-        } else {
-            subscriber.recheckAt = now + UInt64(settings.recheckIntervalMilliseconds) * 1_000_000
-        }
-        return subscriber
     }
 
     /// Sends what `subscriber` has not seen yet: up to `pagesPerTurnMax` pages, as the buffer allows.
@@ -189,8 +162,8 @@ public final class FinanceFeedHub: Sendable {
             for _ in 0..<settings.pagesPerTurnMax {
                 let now = FinanceTimestamp(secondsSinceEpoch: Int64(Date().timeIntervalSince1970))
                 let page = try pool.withConnection { conn in
-                    try FinanceReader.historyPage(scope: subscriber.scope, after: subscriber.position,
-                                                  pageSize: settings.pageSize, codec: codec, now: now, on: conn)
+                    try FinanceReader.feedPage(scope: subscriber.scope, after: subscriber.position,
+                                               pageSize: settings.pageSize, codec: codec, now: now, on: conn)
                 }
                 if page.newPosition != subscriber.position {
                     let event = try Self.changesFrame(token: page.newToken, body: page.jsonBody())

@@ -8,13 +8,14 @@ import Postgres
 ///
 /// Per event it writes the posting and its legs, the FinanceKit views (accounts created on first use,
 /// transactions, balances), one `finance_entity` upsert and one `finance_change` row per changed entity
-/// (ChangeFeedSQL), and a `pg_notify` on `tender_finance` that wakes monitoring streams once it commits.
+/// (ChangeFeedSQL); the feed writer numbers those rows in commit order and wakes monitoring streams.
 /// Re-applying an event is a no-op; the same event id with other content is `event_conflict`.
 ///
 /// One event and a list of events take the same path (`apply(_:merchantId:on:now:missingPostings:)`):
 /// a fixed number of statements whatever the number of events, listed there.
 public struct FinanceRecorder: Sendable {
-    /// The LISTEN/NOTIFY channel; the payload is the merchant id.
+    /// The LISTEN/NOTIFY channel the feed writer notifies once a merchant's changes are fed; the
+    /// payload is the merchant id.
     public static let notifyChannel = "tender_finance"
     /// Default for `batchEventsMax`: 5,000 events keep every array parameter of the write statement
     /// a few megabytes and one batch's transaction well inside the statement timeout.
@@ -49,7 +50,7 @@ public struct FinanceRecorder: Sendable {
     /// 3. the status changes of stored postings and their transactions (only when there are some);
     /// 4. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, and the
     ///    balances (in account-id order, the lock order of every writer);
-    /// 5. one `finance_entity` upsert and one `finance_change` row per changed entity, and one `pg_notify`.
+    /// 5. one `finance_entity` upsert and one `finance_change` row per changed entity.
     /// Round trips 3 to 5 are skipped when nothing changes (every event a replay); a payment (one new
     /// posting) takes four.
     ///

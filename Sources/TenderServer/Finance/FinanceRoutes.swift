@@ -20,15 +20,24 @@ public final class FinanceFeature: Sendable {
     private let logger: Logger
     private let hubSettings: FinanceFeedHub.Settings
     private let state = Mutex<(codec: HistoryTokenCodec?, hub: FinanceFeedHub?)>((nil, nil))
+    /// The feed writer (docs/finance-feed.md); started by `serve`, or by the first history read.
+    public let ingest: FinanceFeedIngest
 
     /// Creates the feature; nothing is loaded or started yet.
     public init(pool: PostgresPool, masterKeyFile: String, logger: Logger, limits: FinanceLimits = FinanceLimits(),
-                hubSettings: FinanceFeedHub.Settings = FinanceFeedHub.Settings()) {
+                hubSettings: FinanceFeedHub.Settings = FinanceFeedHub.Settings(),
+                ingestSettings: FinanceFeedIngest.Settings = FinanceFeedIngest.Settings()) {
         self.pool = pool
         self.masterKeyFile = masterKeyFile
         self.logger = logger
         self.limits = limits
         self.hubSettings = hubSettings
+        self.ingest = FinanceFeedIngest(pool: pool, logger: logger, settings: ingestSettings)
+    }
+
+    /// Starts the feed writer once (later calls do nothing).
+    public func startIngest() {
+        ingest.start()
     }
 
     /// The token codec, keyed from the master key on first use.
@@ -58,9 +67,10 @@ public final class FinanceFeature: Sendable {
         }
     }
 
-    /// Stops the hub if it was started (server shutdown).
+    /// Stops the hub and the feed writer if they were started (server shutdown).
     public func stop() {
         state.withLock { $0.hub }?.stop()
+        ingest.stop()
     }
 }
 
@@ -123,10 +133,9 @@ extension TenderApp {
         let monitoring = request.headers["Accept"]?.lowercased().contains("text/event-stream") == true
         // A reconnecting EventSource sends Last-Event-ID, which is newer than the URL's `since`.
         let token = monitoring ? (request.lastEventID ?? parameters["since"]) : parameters["since"]
+        finance.startIngest()
         return try pool.withConnection { conn in
-            let epoch = try FinanceEpoch.current(on: conn)
-            let position = try token.map { try codec.verify($0, scope: scope, currentEpoch: epoch, now: now) }
-                ?? HistoryPosition.origin(epoch: epoch)
+            let position = try FinanceReader.resume(token, scope: scope, codec: codec, now: now, on: conn)
             if monitoring {
                 let hub = try finance.hub()
                 return HTTPResponse.eventStream { stream in
@@ -138,8 +147,8 @@ extension TenderApp {
                     }
                 }
             }
-            let page = try FinanceReader.historyPage(scope: scope, after: position, pageSize: pageSize, codec: codec,
-                                                     now: now, on: conn)
+            let page = try FinanceReader.feedPage(scope: scope, after: position, pageSize: pageSize, codec: codec,
+                                                  now: now, on: conn)
             return FinanceHTTP.json(page.jsonBody())
         }
     }

@@ -16,7 +16,9 @@ final class FinanceTestServer: Sendable {
     let keyDirectory: String
     var port: Int { server.boundPort }
 
-    init(prefix: String, connectionsMax: Int = 12) throws {
+    /// `startIngest: false` leaves the feed writer off until `startFeed()` (a database that had history
+    /// before the feed existed).
+    init(prefix: String, connectionsMax: Int = 12, startIngest: Bool = true) throws {
         pool = try TestEnvironment.migratedPool(prefix, connectionsMax: connectionsMax)
         keyDirectory = NSTemporaryDirectory() + "tender-finance-\(UUID().uuidString)"
         var configuration = try TenderConfiguration.load(environment: ["TENDER_LISTEN": "127.0.0.1:0"])
@@ -26,11 +28,28 @@ final class FinanceTestServer: Sendable {
                         migrations: try MigrationFile.load(directory: TestEnvironment.migrationsDirectory), logger: .silent)
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router())
         try server.start()
+        if startIngest { try startFeed() }
+    }
+
+    /// Starts the feed writer and waits until it streams its slot (created on first start), so a test's
+    /// commits are decoded by the slot rather than found by its creation's backfill. Creating a slot
+    /// waits for every transaction then running on the cluster, other tests' too: hence the long bound.
+    func startFeed() throws {
+        app.finance.startIngest()
+        let deadline = Date().addingTimeInterval(90)
+        while !app.finance.ingest.status.streaming {
+            guard Date() < deadline else {
+                throw TenderError("feed_not_streaming", app.finance.ingest.status.lastError ?? "no session")
+            }
+            usleep(10_000)
+        }
     }
 
     func stop() {
         server.shutdown(drainDeadlineMilliseconds: 2_000)
         app.finance.stop()
+        // A test database keeps no slot behind: it would hold WAL and block dropping the database.
+        app.finance.ingest.stopAndDropSlot()
         pool.close()
         try? FileManager.default.removeItem(atPath: keyDirectory)
     }

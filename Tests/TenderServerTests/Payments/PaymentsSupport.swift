@@ -101,6 +101,7 @@ final class PaymentsHarness: Sendable {
     func stop() {
         service.stopResolver()
         server.shutdown(drainDeadlineMilliseconds: 2_000)
+        pool.dropFeedSlots()
         pool.close()
     }
 
