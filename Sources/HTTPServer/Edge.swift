@@ -111,20 +111,28 @@ final class EdgeCounts: Sendable {
     }
 }
 
+/// How many responses MHD has written in full on one connection, and whether its loop waits to hear of
+/// the next one (only a pending refusal or a half-closed client does: the common case costs no wake-up).
+final class EdgeCompletions: Sendable {
+    let count = Atomic<Int>(0)
+    let waiting = Atomic<Bool>(false)
+}
+
 /// Maps the MHD side of each socket pair to the loop and connection that own it, so MHD's completion
 /// callback can tell the edge that a response has been written in full.
 final class EdgeRegistry: Sendable {
     private struct Entry {
         let loop: EdgeLoop
         let id: UInt64
+        let completions: EdgeCompletions
     }
 
     private let entries = Mutex<[Int32: Entry]>([:])
 
     /// Registered before MHD gets the descriptor. A descriptor number is reused only after MHD closed it,
     /// which is after its last completion, so overwriting a stale entry is safe.
-    func register(mhdDescriptor: Int32, loop: EdgeLoop, id: UInt64) {
-        entries.withLock { $0[mhdDescriptor] = Entry(loop: loop, id: id) }
+    func register(mhdDescriptor: Int32, loop: EdgeLoop, id: UInt64, completions: EdgeCompletions) {
+        entries.withLock { $0[mhdDescriptor] = Entry(loop: loop, id: id, completions: completions) }
     }
 
     func remove(mhdDescriptor: Int32, id: UInt64) {
@@ -136,7 +144,10 @@ final class EdgeRegistry: Sendable {
     /// Called on an MHD thread when a request on that descriptor completed.
     func completed(mhdDescriptor: Int32) {
         guard let entry = entries.withLock({ $0[mhdDescriptor] }) else { return }
-        entry.loop.post(completionOf: entry.id)
+        // Sequentially consistent with the loop's store of `waiting` and load of `count`: one of the two
+        // sides always sees the other, so a waiting connection never misses its last completion.
+        entry.completions.count.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        if entry.completions.waiting.load(ordering: .sequentiallyConsistent) { entry.loop.post(completionOf: entry.id) }
     }
 }
 
@@ -305,7 +316,7 @@ final class EdgeLoop: @unchecked Sendable {
             nextID += 1
             let connection = EdgeConnection(id: id, client: client, inner: pair[0], mhdDescriptor: pair[1],
                                             address: address, settings: settings, epoll: epoll, readBuffer: readBuffer)
-            registry.register(mhdDescriptor: pair[1], loop: self, id: id)
+            registry.register(mhdDescriptor: pair[1], loop: self, id: id, completions: connection.completions)
             // MHD owns pair[1] from here on, and closes it itself if it refuses the connection.
             guard tender_mhd_add_connection(daemon.pointer, pair[1], &peer, length) == 0 else {
                 registry.remove(mhdDescriptor: pair[1], id: id)
@@ -378,7 +389,9 @@ final class EdgeConnection {
     private var lingering = false
     /// Close both sides once `toClient` is written out.
     private var closeWhenFlushed = false
-    private var completedRequests = 0
+    /// Responses MHD has written in full (counted on MHD's threads).
+    let completions = EdgeCompletions()
+    private var completedRequests: Int { completions.count.load(ordering: .sequentiallyConsistent) }
     private var pendingRefusal: (bytes: [UInt8], awaitCompletions: Int)?
     private var halfClosedAwait: Int?
     /// The client sent its FIN.
@@ -433,9 +446,8 @@ final class EdgeConnection {
         updateInterest()
     }
 
-    /// MHD finished a response on this connection (its bytes are already in the socket pair).
+    /// MHD finished a response on this connection while it waited for one (its bytes are already in the pair).
     func requestCompleted() {
-        completedRequests += 1
         checkProgress()
         updateInterest()
     }
@@ -527,6 +539,7 @@ final class EdgeConnection {
         // A half-closed client still gets every response to the requests it finished (RFC 9112 §9.6).
         halfClosedAwait = framer.requestsForwarded - (framer.phase == .body ? 1 : 0)
         waitDeadline = monotonicNanoseconds() + settings.lingerNanoseconds
+        completions.waiting.store(true, ordering: .sequentiallyConsistent)
         checkProgress()
     }
 
@@ -611,6 +624,7 @@ final class EdgeConnection {
         let awaitCompletions = framer.requestsForwarded - (refusal.requestWasForwarded ? 1 : 0)
         pendingRefusal = (Self.response(status: refusal.status, code: refusal.code, detail: refusal.detail), awaitCompletions)
         waitDeadline = monotonicNanoseconds() + settings.lingerNanoseconds
+        completions.waiting.store(true, ordering: .sequentiallyConsistent)
         checkProgress()
     }
 
