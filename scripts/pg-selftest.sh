@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks scripts/pg.sh's safety rules with two throw-away clusters under a temporary directory, on free
-# ports in 54400-55500; it stops and removes them on exit and talks to no server it did not start.
+# ports below the kernel's ephemeral port range; it stops and removes them on exit and talks to no server it did not start.
 #   1. the port is saved in $TENDER_DATA_DIR/env and reused without TENDER_PG_PORT;
 #   2. start on a port another server holds fails, naming the address and a fix;
 #   3. prune and createdb --fresh refuse when the server on the port is not this checkout's cluster;
@@ -18,14 +18,22 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port is taken when anything listens on it, or when any socket (an outgoing connection's local end
+# included) uses it: such a socket makes PostgreSQL's bind fail even with SO_REUSEADDR.
+taken() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+  grep -qi ":$(printf '%04X' "$1") " /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
 free_port() {
   local p="$1"
   while taken "$p" || [ "$p" = "${2:-}" ] || [ "$p" = "${3:-}" ]; do p=$((p + 1)); done
   echo "$p"
 }
 fail() { echo "pg-selftest: FAIL: $*" >&2; exit 1; }
-p1="$(free_port $((54400 + RANDOM % 1000)))"; p2="$(free_port $((p1 + 1)) "$p1")"; p3="$(free_port $((p2 + 1)) "$p1" "$p2")"
+# Below the kernel's ephemeral range, so no outgoing connection can take a port between check and bind.
+ephemeral_low="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+base=$((ephemeral_low > 21000 ? ephemeral_low - 11000 : 10000))
+p1="$(free_port $((base + RANDOM % 10000)))"; p2="$(free_port $((p1 + 1)) "$p1")"; p3="$(free_port $((p2 + 1)) "$p1" "$p2")"
 
 TENDER_DATA_DIR="$a" TENDER_PG_PORT="$p1" "$pg" start
 grep -qx "export TENDER_PG_PORT=$p1" "$a/env" || fail "env file does not record port $p1"
