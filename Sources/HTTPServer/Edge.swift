@@ -44,8 +44,8 @@ final class Edge: Sendable {
         self.listener = fd
         self.boundPort = Int(bound)
         let counts = EdgeCounts()
-        self.loops = (0..<settings.loops).map { EdgeLoop(index: $0, listener: fd, settings: settings, registry: registry,
-                                                          counts: counts) }
+        self.loops = (0..<settings.loops).map { _ in EdgeLoop(listener: fd, settings: settings, registry: registry,
+                                                               counts: counts) }
     }
 
     /// Why listening failed, naming the address: the operator's first question.
@@ -160,7 +160,6 @@ final class EdgeLoop: @unchecked Sendable {
     private static let wakeToken: UInt64 = 1
     private static let readBytes = 65_536
 
-    let index: Int
     private let listener: Int32
     private let settings: Edge.Settings
     private let registry: EdgeRegistry
@@ -175,8 +174,7 @@ final class EdgeLoop: @unchecked Sendable {
     private var daemon: DaemonHandle?
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EdgeLoop.readBytes, alignment: 16)
 
-    init(index: Int, listener: Int32, settings: Edge.Settings, registry: EdgeRegistry, counts: EdgeCounts) {
-        self.index = index
+    init(listener: Int32, settings: Edge.Settings, registry: EdgeRegistry, counts: EdgeCounts) {
         self.listener = listener
         self.settings = settings
         self.registry = registry

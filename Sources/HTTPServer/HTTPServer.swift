@@ -190,7 +190,7 @@ enum MHDCallbacks {
         let box = core.begin(connection: connection, url: url, method: method)
         // MHD's retain: released in `completed`.
         slot.pointee = Unmanaged.passRetained(box).toOpaque()
-        return core.firstCallback(box)
+        return MHD_Result.YES
     }
 
     /// MHD_RequestCompletedCallback: releases MHD's retain on the box and reports the access log entry.

@@ -47,8 +47,6 @@ struct RequestFramer {
     private(set) var phase: Phase = .idle
     /// Request heads forwarded so far on this connection.
     private(set) var requestsForwarded = 0
-    /// The request heads that arrived complete and their bodies completely, so MHD will answer them.
-    private(set) var requestsCompleted = 0
     private var pending: [UInt8] = []
     private var body: BodyState = .none
     private var bodyBytes = 0
@@ -58,9 +56,6 @@ struct RequestFramer {
     init(limits: Limits) {
         self.limits = limits
     }
-
-    /// Whether input arrived that is not yet a whole request (a partial head or body).
-    var isMidRequest: Bool { phase == .head || phase == .body || !pending.isEmpty }
 
     /// Consumes `input`, appending what MHD may read to `output`. Throws the first refusal; after one,
     /// the connection must answer it and close.
@@ -146,7 +141,6 @@ struct RequestFramer {
         bodyBytes = 0
         trailerBytes = 0
         trailerFields = 0
-        requestsCompleted += 1
     }
 
     // MARK: - Head
@@ -245,12 +239,8 @@ struct RequestFramer {
         case chunked
     }
 
-    /// A validated head and its canonical bytes.
+    /// A validated head: how its body is framed, and the canonical bytes MHD reads.
     struct Head {
-        var method: String
-        var target: String
-        var version: String
-        var fields: [(name: String, value: ArraySlice<UInt8>)]
         var framing: Framing
         var canonical: [UInt8]
     }
@@ -351,8 +341,7 @@ struct RequestFramer {
             canonical.append(contentsOf: crlf)
         }
         canonical.append(contentsOf: crlf)
-        return Head(method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: target, as: UTF8.self),
-                    version: String(decoding: version, as: UTF8.self), fields: fields, framing: framing, canonical: canonical)
+        return Head(framing: framing, canonical: canonical)
     }
 
     /// One field line: a token name, a colon with nothing before it, and a value of visible characters,

@@ -34,7 +34,7 @@ final class ServerCore: @unchecked Sendable {
 
     // MARK: - Request lifecycle (MHD I/O threads)
 
-    /// First callback: builds the box and checks message framing before any body byte is read.
+    /// First callback: builds the box (the edge has already checked the framing of every request MHD reads).
     func begin(connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?) -> RequestBox {
         let headers = HTTPHeaders(PairCollector.collect(connection, MHD_ValueKind.HEADER_KIND))
         let query = PairCollector.collect(connection, MHD_ValueKind.GET_ARGUMENT_KIND)
@@ -47,15 +47,6 @@ final class ServerCore: @unchecked Sendable {
                              headers: headers, query: query)
         state.withLock { inFlight += 1 }
         return box
-    }
-
-    /// Returns MHD_Result.NO only when a response could not be queued, which makes MHD close the connection.
-    func firstCallback(_ box: RequestBox) -> MHD_Result {
-        guard let problem = framingProblem(box.headers) else { return MHD_Result.YES }
-        box.rejection = problem
-        // RFC 9112 §6.3: after a framing error the server MUST close the connection; answering before
-        // the body is read also means none of it (a smuggled request) is ever parsed.
-        return queue(.problem(problem, requestID: box.requestID), for: box, close: true) ? MHD_Result.YES : MHD_Result.NO
     }
 
     /// Later callbacks: body chunks, then the final call (and the call after a resume).
@@ -316,39 +307,9 @@ final class ServerCore: @unchecked Sendable {
     /// MHD's preferred block size for streamed bodies (advisory; SSE events are small).
     static let streamBlockBytes = 4_096
 
-    // MARK: - Framing (RFC 9112 §6)
+    // MARK: - Problems
 
-    /// The problem with the request's framing headers, if any.
-    func framingProblem(_ headers: HTTPHeaders) -> HTTPProblem? {
-        let lengths = headers.values(for: "Content-Length")
-        let codings = headers.values(for: "Transfer-Encoding")
-        // RFC 9112 §6.1: CL with TE is a smuggling vector; §6.3: differing or repeated CL is invalid.
-        if !lengths.isEmpty && !codings.isEmpty || lengths.count > 1 {
-            return HTTPProblem(status: 400, code: "request_smuggling_rejected", title: "Ambiguous message framing",
-                               detail: "The request has conflicting Content-Length or Transfer-Encoding headers.")
-        }
-        if !codings.isEmpty {
-            // Only a single, plain "chunked" coding is supported; anything else cannot be framed safely.
-            let coding = codings.count == 1 ? codings[0].trimmingWhitespace().lowercased() : ""
-            if coding != "chunked" {
-                return HTTPProblem(status: 400, code: "unsupported_transfer_encoding",
-                                   title: "Unsupported transfer coding",
-                                   detail: "Only Transfer-Encoding: chunked is supported.")
-            }
-        }
-        if let length = lengths.first {
-            let text = length.trimmingWhitespace()
-            guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                return HTTPProblem(status: 400, code: "invalid_content_length", title: "Invalid Content-Length",
-                                   detail: "The Content-Length header is not a decimal number.")
-            }
-            if text.utf8.count > 18 || (Int(text) ?? Int.max) > configuration.bodyBytesMax {
-                return Self.bodyTooLarge(configuration.bodyBytesMax)
-            }
-        }
-        return nil
-    }
-
+    /// The edge (RequestFramer) already refused any body over the limit; this bound only keeps MHD's side honest.
     static func bodyTooLarge(_ limit: Int) -> HTTPProblem {
         HTTPProblem(status: 413, code: "body_too_large", title: "Request body too large",
                     detail: "The request body exceeds \(limit) bytes.")
