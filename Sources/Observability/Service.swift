@@ -1,0 +1,115 @@
+import Foundation
+import Synchronization
+
+/// Long-running work with an owner (the HTTP server, the payment resolver, the feed hub, the settlement
+/// effects applier, the logger flusher, webhook and push senders). `tender serve` holds them in one
+/// `ServiceGroup`: started in order, stopped in reverse, nothing detached.
+public protocol Service: AnyObject, Sendable {
+    /// A short stable name for logs (`http`, `resolver`, `webhooks`…).
+    var name: String { get }
+    /// Starts the work (threads, listeners) and returns; throwing means nothing of it is left running.
+    func start() throws
+    /// Asks the work to finish and waits until it has, or until `deadline` passes; returns true when it
+    /// finished in time. Called once, after a successful `start`.
+    func stop(deadline: ContinuousClock.Instant) -> Bool
+}
+
+/// The services of one process, in start order.
+public final class ServiceGroup: Sendable {
+    private let started = Mutex<[any Service]>([])
+    private let logger: Logger
+
+    /// An empty group logging to `logger`.
+    public init(logger: Logger) { self.logger = logger }
+
+    /// Starts `service` after those already started. When it throws, nothing is added (and the caller
+    /// usually stops the group and exits).
+    public func start(_ service: any Service) throws {
+        try service.start()
+        started.withLock { $0.append(service) }
+        logger.info("service started", [("service", service.name)])
+    }
+
+    /// The names of the running services, in start order.
+    public var names: [String] { started.withLock { $0.map(\.name) } }
+
+    /// Stops every started service in reverse order, each within what is left of `timeoutMilliseconds`.
+    /// Returns the names of those that did not finish in time.
+    @discardableResult
+    public func stopAll(timeoutMilliseconds: Int) -> [String] {
+        let services = started.withLock { list -> [any Service] in
+            defer { list.removeAll() }
+            return list
+        }
+        let deadline = ContinuousClock.now.advanced(by: .milliseconds(timeoutMilliseconds))
+        var late: [String] = []
+        for service in services.reversed() {
+            if service.stop(deadline: deadline) {
+                logger.info("service stopped", [("service", service.name)])
+            } else {
+                late.append(service.name)
+                logger.warning("service did not stop in time", [("service", service.name)])
+            }
+        }
+        return late
+    }
+}
+
+/// A service made of one background loop on its own thread: `body` runs until `isStopping` says so
+/// (it should check between bounded units of work), and `stop` waits for it to return.
+public final class ThreadService: Service {
+    public let name: String
+    private let body: @Sendable (ThreadService) -> Void
+    private let stopping = Atomic<Bool>(false)
+    private let finished = Mutex<Bool>(false)
+    private let finishedCondition = NSCondition()
+
+    /// A service named `name` whose thread runs `body` once.
+    public init(name: String, body: @escaping @Sendable (ThreadService) -> Void) {
+        self.name = name
+        self.body = body
+    }
+
+    /// True once `stop` was called: the loop should return soon.
+    public var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Sleeps up to `milliseconds`, waking early when the service is asked to stop. Returns false when
+    /// stopping (the loop should return).
+    public func pause(milliseconds: Int) -> Bool {
+        let until = ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
+        while !isStopping {
+            let left = ContinuousClock.now.duration(to: until)
+            if left <= .zero { return true }
+            let slice = min(left, .milliseconds(50))
+            let (seconds, attos) = slice.components
+            usleep(UInt32(seconds * 1_000_000 + attos / 1_000_000_000_000))
+        }
+        return false
+    }
+
+    public func start() throws {
+        let thread = Thread { [self] in
+            body(self)
+            finishedCondition.lock()
+            finished.withLock { $0 = true }
+            finishedCondition.broadcast()
+            finishedCondition.unlock()
+        }
+        thread.name = "tender-\(name)"
+        thread.start()
+    }
+
+    public func stop(deadline: ContinuousClock.Instant) -> Bool {
+        stopping.store(true, ordering: .releasing)
+        finishedCondition.lock()
+        defer { finishedCondition.unlock() }
+        while !finished.withLock({ $0 }) {
+            let left = ContinuousClock.now.duration(to: deadline)
+            if left <= .zero { return false }
+            let (seconds, attos) = left.components
+            let wake = Date(timeIntervalSinceNow: Double(seconds) + Double(attos) / 1e18)
+            _ = finishedCondition.wait(until: wake)
+        }
+        return true
+    }
+}
