@@ -99,23 +99,7 @@ public struct TenderConfiguration: Sendable {
         }
         let dataDirectory = value("TENDER_DATA_DIR") ?? "./.tender"
         let (host, port) = try parseListen(value("TENDER_LISTEN") ?? "127.0.0.1:8080")
-        let processor: ProcessorKind
-        if let raw = value("TENDER_PROCESSOR") {
-            guard let p = ProcessorKind(rawValue: raw) else {
-                throw ConfigurationError(variable: "TENDER_PROCESSOR", reason: "expected simulator, http or adyen")
-            }
-            processor = p
-        } else {
-            processor = .simulator
-        }
-        let plainHTTP = try processorPlainHTTPSwitch(value)
-        let processorURL = value("TENDER_PROCESSOR_URL")
-        if let url = processorURL {
-            try checkProcessorURL(url, variable: "TENDER_PROCESSOR_URL", plainHTTPForTesting: plainHTTP)
-        }
-        if processor == .http && processorURL == nil {
-            throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "required when TENDER_PROCESSOR=http")
-        }
+        let (processor, processorURL, plainHTTP) = try processorSelection(value)
         let logFormat: LogFormat
         if let raw = value("TENDER_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: raw) else {
@@ -175,15 +159,7 @@ public struct TenderConfiguration: Sendable {
             applePayGatewayCAFile: value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"),
             logFormat: logFormat,
             limits: limits)
-        configuration.processorAuthentication = try ProcessorAuthentication.load(value)
-        configuration.processorPlainHTTPForTesting = plainHTTP
-        if processor == .adyen {
-            configuration.adyen = try AdyenSettings.load(value, plainHTTPForTesting: plainHTTP)
-            if configuration.processorAuthentication.bearerSecret != nil {
-                throw ConfigurationError(variable: "TENDER_PROCESSOR_TOKEN_FILE",
-                                         reason: "is for TENDER_PROCESSOR=http; Adyen takes its key from TENDER_ADYEN_API_KEY_FILE")
-            }
-        }
+        try configuration.loadProcessorCredentials(value, plainHTTPForTesting: plainHTTP)
         if let file = value("TENDER_DOMAIN_ASSOCIATION_FILE") {
             guard FileManager.default.isReadableFile(atPath: file) else {
                 throw ConfigurationError(variable: "TENDER_DOMAIN_ASSOCIATION_FILE", reason: "file not readable: \(file)")
@@ -306,6 +282,39 @@ extension TenderConfiguration {
     public static let plainHTTPProcessorVariable = "TENDER_UNSAFE_PROCESSOR_PLAIN_HTTP_FOR_TESTING"
     /// The code a refused `http://` processor URL carries.
     public static let plainHTTPRefusedCode = "processor_plain_http_refused"
+
+    /// `TENDER_PROCESSOR`, `TENDER_PROCESSOR_URL` and the plain-HTTP switch.
+    static func processorSelection(_ value: (String) -> String?) throws(ConfigurationError)
+        -> (kind: ProcessorKind, url: String?, plainHTTPForTesting: Bool) {
+        var processor = ProcessorKind.simulator
+        if let raw = value("TENDER_PROCESSOR") {
+            guard let p = ProcessorKind(rawValue: raw) else {
+                throw ConfigurationError(variable: "TENDER_PROCESSOR", reason: "expected simulator, http or adyen")
+            }
+            processor = p
+        }
+        let plainHTTP = try processorPlainHTTPSwitch(value)
+        let processorURL = value("TENDER_PROCESSOR_URL")
+        if let url = processorURL {
+            try checkProcessorURL(url, variable: "TENDER_PROCESSOR_URL", plainHTTPForTesting: plainHTTP)
+        }
+        if processor == .http && processorURL == nil {
+            throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "required when TENDER_PROCESSOR=http")
+        }
+        return (processor, processorURL, plainHTTP)
+    }
+
+    /// The files that authenticate Tender to its processor, and Adyen's settings when it is the processor.
+    mutating func loadProcessorCredentials(_ value: (String) -> String?, plainHTTPForTesting: Bool) throws(ConfigurationError) {
+        processorAuthentication = try ProcessorAuthentication.load(value)
+        processorPlainHTTPForTesting = plainHTTPForTesting
+        guard processor == .adyen else { return }
+        adyen = try AdyenSettings.load(value, plainHTTPForTesting: plainHTTPForTesting)
+        if processorAuthentication.bearerSecret != nil {
+            throw ConfigurationError(variable: "TENDER_PROCESSOR_TOKEN_FILE",
+                                     reason: "is for TENDER_PROCESSOR=http; Adyen takes its key from TENDER_ADYEN_API_KEY_FILE")
+        }
+    }
 
     /// `true` or `false` (unset is false); anything else stops the start.
     static func processorPlainHTTPSwitch(_ value: (String) -> String?) throws(ConfigurationError) -> Bool {
