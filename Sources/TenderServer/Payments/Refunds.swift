@@ -296,3 +296,37 @@ extension PaymentsService {
                                    idempotencyKey: refund.idempotencyKey)
     }
 }
+
+/// What the processor later said about a refund it had accepted (Adyen's REFUND notification, its Customer Area).
+enum RefundConfirmation: Sendable, Equatable {
+    /// The money went back to the shopper.
+    case succeeded
+    /// The processor failed the refund, with a code for it.
+    case declined(code: String)
+}
+
+extension PaymentsService {
+    /// Settles a refund the processor accepted (`ProcessorOutcome.accepted`) with its later answer: a success reaches
+    /// the ledger through `sink` in the same transaction, as a synchronous one does. Nil when `refundId` is not a
+    /// pending accepted refund (nothing changes then).
+    static func settleAcceptedRefund(_ refundId: String, as confirmation: RefundConfirmation, pool: PostgresPool,
+                                     sink: any PaymentOutcomeSink) throws -> RefundRecord? {
+        try pool.transaction { conn -> RefundRecord? in
+            guard let refund = try RefundRecord.load(refundId, on: conn, forUpdate: true), refund.status == "pending",
+                  refund.processorAcceptedAt != nil, let reference = refund.processorReference else { return nil }
+            let now: Date = try conn.query("SELECT now() AS now").first?.decode("now") ?? refund.createdAt
+            switch confirmation {
+            case .succeeded:
+                _ = try conn.execute("UPDATE refunds SET status = 'succeeded', updated_at = now() WHERE refund_id = $1", [refundId])
+                try sink.record(.refundSucceeded(refundId: refundId, paymentId: refund.paymentId, amountMinor: refund.amountMinor,
+                                                 currencyCode: refund.currencyCode, processorReference: reference),
+                                merchantId: refund.merchantId, on: conn, now: now)
+            case .declined(let code):
+                _ = try conn.execute("""
+                    UPDATE refunds SET status = 'declined', decline_code = $2, updated_at = now() WHERE refund_id = $1
+                    """, [refundId, code])
+            }
+            return try RefundRecord.load(refundId, on: conn)
+        }
+    }
+}

@@ -52,6 +52,24 @@ import Testing
         // The pending refund still counts against the captured amount.
         #expect(try h.refund(paymentId, amount: "20.01", key: "adyen-refund-2").status == 422)
 
+        // Adyen confirms later (its REFUND notification); the operator records it: the ledger gets it now.
+        let environment = ["TENDER_DATABASE_URL": h.pool.configuration.connectionString]
+        #expect(TenderCLI.run(["payments", "settle-refund", "--refund-id", refundId, "--succeeded", "--declined", "x"],
+                              environment: environment) == ExitCode.usage.rawValue)
+        #expect(TenderCLI.run(["payments", "settle-refund", "--refund-id", refundId, "--succeeded"], environment: environment)
+            == ExitCode.success.rawValue)
+        #expect(TenderCLI.run(["payments", "settle-refund", "--refund-id", refundId, "--succeeded"], environment: environment)
+            == ExitCode.failure.rawValue)
+        let settled = try h.get("/v1/payments/\(paymentId)/refunds").json()["data"] as? [[String: Any]]
+        #expect(settled?.first { $0["id"] as? String == refundId }?["status"] as? String == "succeeded")
+        #expect(try h.scalar("SELECT count(*)::bigint AS n FROM refunds WHERE refund_id = $1 AND status = 'succeeded'", [refundId]) == 1)
+        // A refund Adyen later fails frees its amount again.
+        let second = try h.refund(paymentId, amount: "20.00", key: "adyen-refund-3")
+        let secondId = try #require(try second.json()["id"] as? String)
+        #expect(TenderCLI.run(["payments", "settle-refund", "--refund-id", secondId, "--declined", "refund_failed"],
+                              environment: environment) == ExitCode.success.rawValue)
+        #expect(try h.refund(paymentId, amount: "20.00", key: "adyen-refund-4").status == 202)
+
         // Card data reached Adyen (it must) and nothing else: not the logs, not the database.
         #expect(authorization.first?.body?["paymentMethod.number"]?.string == "4111111111119876")
         #expect(!h.logs.text.contains("4111111111119876"))
