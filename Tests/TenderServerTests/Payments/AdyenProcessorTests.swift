@@ -147,6 +147,39 @@ import Testing
         #expect(processor.refund(odd) == .declined(declineCode: "processor_reference_invalid", processorReference: nil))
     }
 
+    /// The checks behind every "no violations" above: the stand-in refuses what Adyen's schema refuses.
+    @Test func standInRefusesBodiesOutsideTheSchema() throws {
+        let stand = try AdyenStandIn.get()
+        var options = HTTPClientOptions()
+        options.allowPlainHTTPForTesting = true
+        let rows: [(String, String, String)] = [
+            ("returnUrl missing", #"{"amount":{"currency":"EUR","value":1},"merchantAccount":"M","reference":"r","#
+                + #""paymentMethod":{"type":"scheme","number":"4111111111111111","expiryMonth":"07","expiryYear":"2030"}}"#,
+             "body.returnUrl: required"),
+            ("unknown field", #"{"amount":{"currency":"EUR","value":1},"merchantAccount":"M","reference":"r","returnUrl":"https://x","#
+                + #""paymentMethod":{"type":"scheme","number":"4111111111111111","expiryMonth":"07","expiryYear":"2030"},"dpan":"4"}"#,
+             "body.dpan: not allowed (additionalProperties false)"),
+            ("amount as a string", #"{"amount":{"currency":"EUR","value":"1.00"},"merchantAccount":"M","reference":"r","#
+                + #""returnUrl":"https://x","paymentMethod":{"type":"scheme","number":"4111111111111111","expiryMonth":"07","#
+                + #""expiryYear":"2030"}}"#, "body.amount.value: expected int64"),
+            ("cavv not base64", #"{"amount":{"currency":"EUR","value":1},"merchantAccount":"M","reference":"r","returnUrl":"https://x","#
+                + #""paymentMethod":{"type":"scheme","number":"4111111111111111","expiryMonth":"07","expiryYear":"2030"},"#
+                + #""mpiData":{"cavv":"not base64!","directoryResponse":"Y"}}"#, "body.mpiData.cavv: not base64"),
+            ("bad enum", #"{"amount":{"currency":"EUR","value":1},"merchantAccount":"M","reference":"r","returnUrl":"https://x","#
+                + #""paymentMethod":{"type":"applepay_decrypted","number":"4111111111111111","expiryMonth":"07","expiryYear":"2030"},"#
+                + #""shopperInteraction":"Online"}"#, "body.shopperInteraction: not one of Ecommerce,ContAuth,Moto,POS"),
+        ]
+        for (name, body, violation) in rows {
+            let key = "schema-\(UUID().uuidString)"
+            let request = HTTPClientRequest(method: "POST", url: stand.plainURL + "/v71/payments",
+                                            headers: [("Content-Type", "application/json"), ("Idempotency-Key", key),
+                                                      ("X-API-Key", stand.apiKey)], body: Array(body.utf8))
+            let response = try HTTPClient().send(request, options: options)
+            #expect(response.status == 422, "\(name)")
+            #expect(try stand.calls(key: key).first?.violations.contains(violation) == true, "\(name)")
+        }
+    }
+
     @Test func wrongKeyAndEMVPayloads() throws {
         let stand = try AdyenStandIn.get()
         let wrong = Self.authorization(amountMinor: 1_000)
