@@ -34,10 +34,11 @@ struct SettlementImport: Sendable {
 /// transaction: a malformed file or a batch conflict leaves nothing behind. Phase 2 applies the
 /// finance-store effects, one item chunk per transaction, each clearing the chunk's `effects_pending`
 /// flag in the transaction that applies it: exactly once, resumable after a crash (the next import of
-/// the merchant, `tender serve` at start and a replayed import finish what is pending), and never
-/// holding the finance balances' row locks (which live payments need) for longer than one chunk.
-/// Its last transaction (`finish`, flag `finish_pending`) reverses what the batches the report
-/// supersedes booked for lines it no longer has, and confirms earlier payouts.
+/// the merchant, `tender serve`'s settlement-effects service and a replayed import finish what is
+/// pending), and never holding the finance balances' row locks (which live payments need) for longer
+/// than one chunk. Its last transaction (`finish`, flag `finish_pending`) reverses what the batches the
+/// report supersedes booked for lines it no longer has, confirms earlier payouts and writes the
+/// `settlement_report.completed` event (docs/events.md).
 ///
 /// Superseding replaces: effect keys come from the line's identity, not its amounts, so a corrected
 /// line of a new revision is a recorded key with other content; its earlier postings are reversed and
