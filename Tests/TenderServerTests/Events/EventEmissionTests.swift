@@ -50,6 +50,25 @@ struct EventEmissionTests {
         #expect(try StoredEvent.all(f.server.pool, objectId: fresh).isEmpty)
     }
 
+    @Test func theSweeperServiceExpiresWhatBecomesOverdueAndStops() throws {
+        let f = try CheckoutFixture("ev_sweep_svc")
+        defer { f.stop() }
+        let sweeper = SessionExpirySweeper(pool: f.server.pool, settings: .init(intervalMilliseconds: 20, batchMax: 1),
+                                           logger: .silent, now: { Self.now })
+        try sweeper.start()
+        let ids = try (0..<3).map { _ in try #require(try f.createSession(usdCart())["id"] as? String) }
+        for id in ids { try Self.overdue(f, id) }
+        var expired = 0
+        for _ in 0..<200 where expired < 3 {
+            expired = try f.query("SELECT count(*)::int AS n FROM checkout_sessions WHERE status = 'expired'", [])
+                .first?.decode("n") ?? 0
+            if expired < 3 { usleep(20_000) }
+        }
+        #expect(sweeper.stop(deadline: .now.advanced(by: .seconds(5))))
+        #expect(expired == 3)
+        #expect(try StoredEvent.all(f.server.pool).map(\.type) == Array(repeating: "checkout_session.expired", count: 3))
+    }
+
     @Test func sweeperSkipsASessionAnotherTransactionHolds() throws {
         let f = try CheckoutFixture("ev_skip")
         defer { f.stop() }
