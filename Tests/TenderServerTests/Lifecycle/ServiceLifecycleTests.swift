@@ -116,7 +116,7 @@ struct ServeLifecycleTests {
         }
         let port = freePort()
         let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("tender-serve-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: logFile) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: TestEnvironment.tenderBinary)
