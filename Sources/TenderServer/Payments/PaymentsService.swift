@@ -151,25 +151,14 @@ public final class PaymentsService: Sendable {
     }
 
     /// The session row and the caller's right to pay it: the merchant's API key, or the session's client secret.
+    /// An unknown session is 404 for every caller here (openapi.yaml).
     func authorizeSession(_ request: HTTPRequest, sessionId: String) throws -> SessionAccess {
-        guard let bearer = TenderApp.bearerToken(request) else { throw Problems.unauthorized }
-        guard PrefixedIdentifier.checkoutSession.isValid(sessionId),
-              let row = try pool.query("SELECT merchant_id, client_secret_sha256 FROM checkout_sessions WHERE session_id = $1",
-                                       [sessionId]).first else {
+        let caller = try SessionAuthorizer(merchants: merchants).caller(request)
+        guard let session = try CheckoutSessionGate.load(id: sessionId, pool: pool) else {
             throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
         }
-        let access = SessionAccess(sessionId: sessionId, merchantId: try row.decode("merchant_id"))
-        if APIKeyFormat.parse(bearer) != nil {
-            guard let merchant = try merchants.authenticate(bearer: bearer) else { throw Problems.unauthorized }
-            // Another merchant's key learns nothing about this session.
-            guard merchant.merchantId == access.merchantId else {
-                throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
-            }
-            return access
-        }
-        let stored: [UInt8] = try row.decode("client_secret_sha256")
-        guard constantTimeEqual(stored, Digest.sha256(bearer)) else { throw Problems.unauthorized }
-        return access
+        try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
+        return SessionAccess(sessionId: sessionId, merchantId: session.merchantId)
     }
 
     /// The session as phase 1 reads it, locked; the latest version says whether EMV was offered.
