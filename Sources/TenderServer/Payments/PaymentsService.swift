@@ -486,11 +486,7 @@ public final class PaymentsService: Sendable {
             }
             return try conn.query(RefundRecord.listSQL, [id, after, limit + 1]).rows.map(RefundRecord.init(row:))
         }
-        struct Page: Encodable {
-            let data: [RefundView]
-            let hasMore: Bool
-        }
-        return .json(Page(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
+        return .json(ListPage(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
     }
 
     /// `limit` of a list request: `listLimitDefault` when absent, 400 `invalid_query` outside 1...`listLimitMax`.
@@ -527,11 +523,7 @@ public final class PaymentsService: Sendable {
                 .rows.map(PaymentRecord.init(row:))
             return (rows, try Self.refundedMinor(paymentIds: rows.prefix(limit).map(\.paymentId), on: conn))
         }
-        struct Page: Encodable {
-            let data: [PaymentView]
-            let hasMore: Bool
-        }
-        return .json(Page(data: rows.prefix(limit).map { PaymentView($0, amountRefundedMinor: refunded[$0.paymentId] ?? 0) },
+        return .json(ListPage(data: rows.prefix(limit).map { PaymentView($0, amountRefundedMinor: refunded[$0.paymentId] ?? 0) },
                           hasMore: rows.count > limit))
     }
 
@@ -632,6 +624,12 @@ public final class PaymentsService: Sendable {
         _ = try recordingOrHolding(.payment(paymentId), outcome: outcome, merchantId: payment.merchantId,
                                    idempotencyKey: payment.idempotencyKey)
     }
+}
+
+/// One page of a list (`{"data":[…],"hasMore":bool}`).
+struct ListPage<Item: Encodable>: Encodable {
+    let data: [Item]
+    let hasMore: Bool
 }
 
 /// The session a payment request is for, once the caller is allowed to pay it.
