@@ -35,7 +35,8 @@ public struct PaymentsSettings: Sendable {
     /// From the environment: `TENDER_PAYMENTS_KEY_LOCK_MS`, `TENDER_PAYMENTS_RESOLVER_INTERVAL_MS`,
     /// `TENDER_PAYMENTS_RECORD_ATTEMPTS_MAX`; by default
     /// the lock covers every processor attempt (`TENDER_PROCESSOR_TIMEOUT_MS` × 3) plus 10 s.
-    public static func load(environment: [String: String], processorTimeoutMilliseconds: Int) throws(ConfigurationError) -> PaymentsSettings {
+    public static func load(environment: [String: String],
+                            processorTimeoutMilliseconds: Int) throws(ConfigurationError) -> PaymentsSettings {
         var s = PaymentsSettings()
         s.keyLockMilliseconds = try TenderConfiguration.integer(environment, "TENDER_PAYMENTS_KEY_LOCK_MS",
                                                                 default: processorTimeoutMilliseconds * 3 + 10_000, range: 100...3_600_000)
