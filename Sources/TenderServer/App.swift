@@ -42,7 +42,7 @@ public final class TenderApp: Sendable {
                                       ingestSettings: feedSettings)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
-                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue),
+                                             subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)],
                                              metrics: metrics)
         self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
     }

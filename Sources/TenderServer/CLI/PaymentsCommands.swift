@@ -100,12 +100,12 @@ enum PaymentsCommands {
         let (configuration, pool) = try TenderCLI.openDatabase(environment)
         defer { pool.close() }
         guard let refund = try PaymentsService.settleAcceptedRefund(refundId, as: confirmation, pool: pool,
-                                                                    sink: FinancePaymentSink(processor: configuration.processor.rawValue))
+                                                                    subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)])
         else {
             throw TenderError("refund_not_accepted", "\(refundId) is not a pending refund accepted by the processor")
         }
         struct Output: Encodable { let id: String; let status: String; let processorReference: String?; let declineCode: String? }
-        KeysCommands.printJSON(Output(id: refund.refundId, status: refund.status, processorReference: refund.processorReference,
+        KeysCommands.printJSON(Output(id: refund.refundId, status: refund.status.rawValue, processorReference: refund.processorReference,
                                       declineCode: refund.declineCode))
         return .success
     }

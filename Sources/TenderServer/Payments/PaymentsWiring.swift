@@ -9,11 +9,11 @@ import Postgres
 extension PaymentsService {
     /// The service `tender serve` runs: processor from `TENDER_PROCESSOR`, simulator latency from
     /// `TENDER_SIMULATOR_LATENCY_MS`, timings from `PaymentsSettings.load`, the crash hook from its
-    /// unsafe variable. `verifier` is the token service (merchant keys from the key store); when nil,
-    /// `TENDER_UNSAFE_SANDBOX_MERCHANT_KEYS_FOR_TESTING` (cert.pem:key.pem pairs, comma-separated, with
-    /// `TENDER_APPLE_ROOTS`) or else a verifier that refuses every token.
+    /// unsafe variable. `verifier` is the token service (merchant keys from the key store); `subscribers`
+    /// receive every outcome in its transaction (the finance ledger under `serve`). The resolver is
+    /// `resolverService`, for serve's `ServiceGroup`.
     public static func live(configuration: TenderConfiguration, pool: PostgresPool, logger: Logger,
-                            verifier: any PaymentTokenVerifying, sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(),
+                            verifier: any PaymentTokenVerifying, subscribers: [any PaymentEventSubscriber] = [],
                             environment: [String: String] = ProcessInfo.processInfo.environment,
                             metrics: MetricsRegistry = MetricsRegistry()) -> PaymentsService {
         var settings = PaymentsSettings()
@@ -54,7 +54,7 @@ extension PaymentsService {
             logger.warning("\(CrashHook.variable) is set: the process kills itself", [("point", point.rawValue)])
         }
         return PaymentsService(pool: pool, verifier: verifier,
-                               processor: processor, sink: sink, settings: settings, logger: logger, crash: crash,
+                               processor: processor, subscribers: subscribers, settings: settings, logger: logger, crash: crash,
                                metrics: metrics)
     }
 }

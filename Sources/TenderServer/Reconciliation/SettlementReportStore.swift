@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Money
+import Payments
 import Postgres
 import Reconciliation
 
@@ -654,16 +655,7 @@ struct SettlementReportStore: Sendable {
     }
 
     /// `sr_` + 24 lowercase alphanumerics from the CSPRNG (rejection sampling keeps it uniform).
-    static func newReportId() -> String {
-        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
-        var out: [UInt8] = Array("sr_".utf8)
-        while out.count < 27 {
-            for byte in SecureRandom.bytes(32) where byte < 252 && out.count < 27 {
-                out.append(alphabet[Int(byte) % alphabet.count])
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func newReportId() -> String { PrefixedIdentifier.settlementReport.mint(randomBytes: SecureRandom.bytes) }
 }
 
 /// Summary stored with a report: counts and batch balances (openapi.yaml).

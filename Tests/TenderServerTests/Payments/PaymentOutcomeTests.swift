@@ -249,7 +249,7 @@ struct PaymentOutcomeTests {
         #expect(statuses.filter { $0 == 422 }.count == 10)
         #expect(refunded == 1_000)
         #expect(refunded <= 1_099)
-        let refundEvents = h.sink.events.withLock { $0.filter { if case .refundSucceeded = $0 { true } else { false } }.count }
+        let refundEvents = h.sink.events.filter { if case .refundSucceeded = $0 { true } else { false } }.count
         #expect(refundEvents == 12)
     }
 
