@@ -85,7 +85,7 @@ import Testing
         (.open, 1, nil, nil),
         (.open, 0, .expired, .expired),
         (.paid, 1, .alreadyPaid, .notOpen),
-        (.expired, 1, .notOpen, .expired),
+        (.expired, 1, .expired, .expired),
         (.canceled, 1, .notOpen, .notOpen),
     ]
 
