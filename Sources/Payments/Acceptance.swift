@@ -101,8 +101,8 @@ public struct PaymentRefusal: Sendable, Equatable {
 public enum PaymentAcceptance {
     /// The first rule the request breaks, or nil when the payment may be inserted. Precedence:
     /// 1. session paid → 409 `session_already_paid` (rule 31)
-    /// 2. session not open (expired or canceled by status) → 409 `session_not_open`
-    /// 3. session open but past its expiry → 410 `session_expired` (rule 58)
+    /// 2. session canceled → 409 `session_not_open`
+    /// 3. session expired: marked by the sweeper, or open but past its expiry → 410 `session_expired` (rule 58)
     /// 4. token refused by verification or decryption → 422 `token_rejected` (Apple steps 1–4)
     /// 5. `applicationData` not this session's → 422 `application_data_mismatch` (Apple step 6)
     /// 6. currency differs → 422 `currency_mismatch` (Apple step 6)

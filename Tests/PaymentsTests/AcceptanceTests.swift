@@ -25,7 +25,7 @@ import Testing
         ("rule31_sessionPaid", session(.paid, expiresInMilliseconds: -1), .rejected(tokenErrorCode: "signature_invalid"),
          .notServiceable, "session_already_paid"),
         ("sessionCanceled", session(.canceled), .rejected(tokenErrorCode: "signature_invalid"), .notServiceable, "session_not_open"),
-        ("sessionExpiredStatus", session(.expired), .rejected(tokenErrorCode: "signature_invalid"), .notServiceable, "session_not_open"),
+        ("sessionExpiredStatus", session(.expired), .rejected(tokenErrorCode: "signature_invalid"), .notServiceable, "session_expired"),
         ("rule58_sessionPastExpiry", session(expiresInMilliseconds: 0), .rejected(tokenErrorCode: "signature_invalid"),
          .notServiceable, "session_expired"),
         ("apple1to4_tokenRejected", session(), .rejected(tokenErrorCode: "signature_invalid"), .notServiceable, "token_rejected"),
