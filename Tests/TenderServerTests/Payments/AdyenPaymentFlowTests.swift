@@ -48,7 +48,7 @@ import Testing
         #expect(try replay.json()["id"] as? String == refundId)
         #expect(try stand.calls(key: refundKey).count == 1)
         // No ledger event for the refund: nothing is paid back until Adyen confirms it.
-        #expect(h.sink.events.withLock { $0 }.allSatisfy { if case .refundSucceeded = $0 { false } else { true } })
+        #expect(h.sink.events.allSatisfy { if case .refundSucceeded = $0 { false } else { true } })
         // The pending refund still counts against the captured amount.
         #expect(try h.refund(paymentId, amount: "20.01", key: "adyen-refund-2").status == 422)
 
