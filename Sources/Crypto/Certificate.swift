@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 import Foundation
 
 /// One X.509 extension.
@@ -68,7 +68,8 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
             if let octets = X509_EXTENSION_get_data(ext), let data = ASN1_STRING_get0_data(octets) {
                 value = Array(UnsafeBufferPointer(start: data, count: Int(ASN1_STRING_length(octets))))
             }
-            parsedExtensions.append(CertificateExtension(oid: Certificate.oidText(object), isCritical: X509_EXTENSION_get_critical(ext) == 1, value: value))
+            parsedExtensions.append(CertificateExtension(oid: Certificate.oidText(object),
+                isCritical: X509_EXTENSION_get_critical(ext) == 1, value: value))
         }
         extensions = parsedExtensions
         do throws(CryptoError) {

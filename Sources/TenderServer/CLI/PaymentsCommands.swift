@@ -49,7 +49,9 @@ enum PaymentsCommands {
             if args.wantsHelp { Console.out(help); return .success }
             try args.expectPositionals(0)
             let paymentId = args.value("payment-id"), refundId = args.value("refund-id")
-            guard (paymentId == nil) != (refundId == nil) else { throw UsageError(message: "give exactly one of --payment-id and --refund-id") }
+            guard (paymentId == nil) != (refundId == nil) else {
+                throw UsageError(message: "give exactly one of --payment-id and --refund-id")
+            }
             let (_, pool) = try TenderCLI.openDatabase(environment)
             defer { pool.close() }
             let sql: SQL = paymentId != nil ? """

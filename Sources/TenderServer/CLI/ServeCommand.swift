@@ -59,7 +59,8 @@ enum ServeCommand {
             pool.close()
             // Name the address and the way out, not just the failure.
             throw TenderError("bind_failed", "\(error.message) Stop whatever listens there, or choose another address: "
-                              + "TENDER_LISTEN=\(configuration.listenHost):\(configuration.listenPort == 8080 ? 8081 : 0) or --listen HOST:PORT (port 0 picks a free one).")
+                              + "TENDER_LISTEN=\(configuration.listenHost):\(configuration.listenPort == 8080 ? 8081 : 0)"
+                                  + " or --listen HOST:PORT (port 0 picks a free one).")
         }
         app.registerGauges(server: server)
         app.payments.startResolver()

@@ -16,7 +16,8 @@ public struct FinancePaymentSink: PaymentOutcomeSink {
         switch event {
         case let .paymentSucceeded(paymentId, _, amountMinor, currencyCode, _):
             try recorder.apply(.paymentSucceeded(paymentID: paymentId,
-                                                 money: EventMoney(amountMinor: amountMinor, currencyCode: currencyCode, processor: processor),
+                                                 money: EventMoney(amountMinor: amountMinor, currencyCode: currencyCode,
+                                                     processor: processor),
                                                  at: at),
                                merchantId: merchantId, on: conn, now: now)
         case let .refundSucceeded(refundId, paymentId, amountMinor, currencyCode, _):
