@@ -8,6 +8,11 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+// The wrappers also make every other import internal unless it says `public import`.
+let wrapper: [SwiftSetting] = strict + [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
 let package = Package(
     name: "Tender",
     products: [
@@ -26,10 +31,10 @@ let package = Package(
 
         // Thin wrappers: the only modules that import a C library, as `internal import` (scripts/tidy.sh
         // checks both), so the compiler refuses any C type in a wrapper's public or inlinable API.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Time"], swiftSettings: strict),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Time"], swiftSettings: strict),
-        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
-        .target(name: "HTTPClient", dependencies: ["CCurl"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Time"], swiftSettings: wrapper),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Time"], swiftSettings: wrapper),
+        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: wrapper),
+        .target(name: "HTTPClient", dependencies: ["CCurl"], swiftSettings: wrapper),
 
         // Pure domain core: no I/O.
         // Time: the clock (the only reader of the wall clock), RFC 3339 text and the civil calendar.

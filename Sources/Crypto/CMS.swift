@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+public import Foundation
 
 /// Owns one `CMS_ContentInfo`.
 final class CMSHandle: @unchecked Sendable {

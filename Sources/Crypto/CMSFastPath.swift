@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+public import Foundation
 
 /// One BER element: tag, and byte offsets of the whole element and of its contents.
 struct BERElement {

@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+public import Foundation
 
 /// One X.509 extension.
 public struct CertificateExtension: Sendable, Equatable {

@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+public import Foundation
 
 /// What to put in a new X.509 v3 certificate (for test authorities and the sandbox, not production CAs).
 public struct CertificateTemplate: Sendable {

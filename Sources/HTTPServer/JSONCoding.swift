@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Time
 
 /// Shared, reused JSON coders (creating them per request costs measurable CPU) and the request-body decoder.

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Time
 
 /// A value sent as a text-format parameter; `nil` means SQL NULL.
