@@ -62,7 +62,9 @@ run: db-check release
 	.build/release/tender serve
 
 test: deps db-check
-	@started=0
+	@# Tidy rules first (line width, function length, C imports, the clock, typed JSON): seconds, not minutes.
+	scripts/tidy.sh
+	started=0
 	if [ -z "$${TENDER_DATABASE_URL:-}" ]; then
 	  scripts/pg.sh status | grep -q running || started=1
 	  scripts/pg.sh start

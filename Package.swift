@@ -8,6 +8,11 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+// The wrappers also make every other import internal unless it says `public import`.
+let wrapper: [SwiftSetting] = strict + [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
 let package = Package(
     name: "Tender",
     products: [
@@ -24,28 +29,32 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
 
-        // Thin wrappers: the only modules that import a C library.
-        .target(name: "Postgres", dependencies: ["CLibPQ"], swiftSettings: strict),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
-        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
-        .target(name: "HTTPClient", dependencies: ["CCurl"], swiftSettings: strict),
+        // Thin wrappers: the only modules that import a C library, as `internal import` (scripts/tidy.sh
+        // checks both), so the compiler refuses any C type in a wrapper's public or inlinable API.
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Time"], swiftSettings: wrapper),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Time"], swiftSettings: wrapper),
+        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: wrapper),
+        .target(name: "HTTPClient", dependencies: ["CCurl"], swiftSettings: wrapper),
 
         // Pure domain core: no I/O.
-        .target(name: "Observability", swiftSettings: strict),
+        // Time: the clock (the only reader of the wall clock), RFC 3339 text and the civil calendar.
+        .target(name: "Time", swiftSettings: strict),
+        .target(name: "Observability", dependencies: ["Time"], swiftSettings: strict),
         .target(name: "Money", swiftSettings: strict),
-        .target(name: "PaymentRequest", dependencies: ["Money"], swiftSettings: strict),
+        .target(name: "PaymentRequest", dependencies: ["Money", "Time"], swiftSettings: strict),
         .target(name: "ApplePayToken", dependencies: ["Crypto", "Money"], swiftSettings: strict),
-        .target(name: "FinanceStore", dependencies: ["Money"], swiftSettings: strict),
-        .target(name: "Reconciliation", dependencies: ["Money"], swiftSettings: strict),
-        .target(name: "Payments", dependencies: ["Money"], swiftSettings: strict),
+        .target(name: "FinanceStore", dependencies: ["Money", "Time"], swiftSettings: strict),
+        .target(name: "Reconciliation", dependencies: ["Money", "Time"], swiftSettings: strict),
+        .target(name: "Payments", dependencies: ["Money", "Time"], swiftSettings: strict),
 
         // Shell: routes, auth, stores, configuration, CLI commands.
         .target(name: "TenderServer",
                 dependencies: ["Postgres", "HTTPServer", "HTTPClient", "Crypto", "Money", "PaymentRequest",
-                               "ApplePayToken", "Payments", "FinanceStore", "Reconciliation", "Observability"],
+                               "ApplePayToken", "Payments", "FinanceStore", "Reconciliation", "Observability", "Time"],
                 swiftSettings: strict),
         .executableTarget(name: "tender", dependencies: ["TenderServer"], swiftSettings: strict),
 
+        .testTarget(name: "TimeTests", dependencies: ["Time"]),
         .testTarget(name: "MoneyTests", dependencies: ["Money"]),
         .testTarget(name: "PaymentRequestTests", dependencies: ["PaymentRequest", "Money"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
@@ -59,7 +68,7 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "TenderServerTests",
                     dependencies: ["TenderServer", "Postgres", "HTTPServer", "HTTPClient", "Crypto", "Money",
-                                   "PaymentRequest", "ApplePayToken", "Payments", "FinanceStore", "Reconciliation"]),
+                                   "PaymentRequest", "ApplePayToken", "Payments", "FinanceStore", "Reconciliation", "Time"]),
     ],
     swiftLanguageModes: [.v6]
 )

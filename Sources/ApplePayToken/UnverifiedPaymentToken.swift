@@ -106,8 +106,10 @@ public struct UnverifiedPaymentToken: Sendable {
         guard signature.count <= limits.signatureBytesMax else {
             throw TokenError(.tokenTooLarge, "signature is \(signature.count) bytes, limit \(limits.signatureBytesMax)")
         }
-        ephemeralPublicKey = try header.ephemeralPublicKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s, field: "ephemeralPublicKey") }
-        wrappedKey = try header.wrappedKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s, field: "wrappedKey") }
+        ephemeralPublicKey = try header.ephemeralPublicKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s,
+            field: "ephemeralPublicKey") }
+        wrappedKey = try header.wrappedKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s,
+            field: "wrappedKey") }
         publicKeyHash = try UnverifiedPaymentToken.base64(header.publicKeyHash, field: "publicKeyHash")
         guard publicKeyHash.count == 32 else { throw TokenError(.tokenMalformed, "publicKeyHash is not a SHA-256") }
         // transactionId and applicationData are hex in JSON and hex-decoded before signing (Apple step 1.d).
@@ -153,7 +155,13 @@ public struct UnverifiedPaymentToken: Sendable {
         var escaped = false
         for byte in json {
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
                 continue
             }
             switch byte {

@@ -1,5 +1,5 @@
-import COpenSSL
-import Foundation
+internal import COpenSSL
+public import Foundation
 
 /// Owns one `CMS_ContentInfo`.
 final class CMSHandle: @unchecked Sendable {

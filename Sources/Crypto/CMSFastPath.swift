@@ -1,5 +1,5 @@
-import COpenSSL
-import Foundation
+internal import COpenSSL
+public import Foundation
 
 /// One BER element: tag, and byte offsets of the whole element and of its contents.
 struct BERElement {
@@ -194,7 +194,8 @@ public struct CMSDetachedSignatureView: Sendable {
     private func unsignedAttributesAcceptable(_ element: BERElement) -> Bool {
         guard let attributes = reader.children(of: element) else { return false }
         for attribute in attributes {
-            guard attribute.tag == 0x30, let parts = reader.children(of: attribute), let oid = parts.first, oid.tag == 0x06 else { return false }
+            guard attribute.tag == 0x30, let parts = reader.children(of: attribute), let oid = parts.first,
+                oid.tag == 0x06 else { return false }
             let value = reader.content(oid)
             if value.elementsEqual(CMSOID.contentType) || value.elementsEqual(CMSOID.messageDigest)
                 || value.elementsEqual(CMSOID.signingTime) {

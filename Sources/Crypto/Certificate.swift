@@ -1,5 +1,5 @@
-import COpenSSL
-import Foundation
+internal import COpenSSL
+public import Foundation
 
 /// One X.509 extension.
 public struct CertificateExtension: Sendable, Equatable {
@@ -68,7 +68,8 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
             if let octets = X509_EXTENSION_get_data(ext), let data = ASN1_STRING_get0_data(octets) {
                 value = Array(UnsafeBufferPointer(start: data, count: Int(ASN1_STRING_length(octets))))
             }
-            parsedExtensions.append(CertificateExtension(oid: Certificate.oidText(object), isCritical: X509_EXTENSION_get_critical(ext) == 1, value: value))
+            parsedExtensions.append(CertificateExtension(oid: Certificate.oidText(object),
+                isCritical: X509_EXTENSION_get_critical(ext) == 1, value: value))
         }
         extensions = parsedExtensions
         do throws(CryptoError) {

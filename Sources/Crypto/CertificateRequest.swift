@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 import Foundation
 
 /// A PKCS#10 certificate signing request (RFC 2986), as Apple's developer portal takes it to issue a

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// Elliptic-curve Diffie-Hellman on P-256.
 public enum ECDH {
@@ -114,7 +114,8 @@ public enum AESGCM {
     public static let tagBytes = 16
 
     /// Encrypts `plaintext`; returns ciphertext ‖ tag.
-    public static func seal(key: SecretBytes, nonce: [UInt8], plaintext: [UInt8], associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+    public static func seal(key: SecretBytes, nonce: [UInt8], plaintext: [UInt8],
+        associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
         let ctx = try context(key: key, nonce: nonce, encrypt: true)
         defer { EVP_CIPHER_CTX_free(ctx) }
         try addAAD(ctx, associatedData)
@@ -137,7 +138,8 @@ public enum AESGCM {
     }
 
     /// Decrypts ciphertext ‖ tag, failing with `decryption_failed` when the tag does not authenticate.
-    public static func open(key: SecretBytes, nonce: [UInt8], sealed: [UInt8], associatedData: [UInt8] = []) throws(CryptoError) -> SecretBytes {
+    public static func open(key: SecretBytes, nonce: [UInt8], sealed: [UInt8],
+        associatedData: [UInt8] = []) throws(CryptoError) -> SecretBytes {
         guard sealed.count >= tagBytes else { throw CryptoError(.decryptionFailed, "ciphertext shorter than the tag") }
         let ctx = try context(key: key, nonce: nonce, encrypt: false)
         defer { EVP_CIPHER_CTX_free(ctx) }

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// The one error type of the Crypto module: a stable machine code plus a human detail without secrets.
 public struct CryptoError: Error, Equatable, Sendable, CustomStringConvertible {

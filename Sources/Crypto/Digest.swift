@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// Hashing, MACs, randomness and constant-time comparison over OpenSSL 3.
 public enum Digest {

@@ -1,5 +1,5 @@
-import COpenSSL
-import Foundation
+internal import COpenSSL
+public import Foundation
 
 /// What to put in a new X.509 v3 certificate (for test authorities and the sandbox, not production CAs).
 public struct CertificateTemplate: Sendable {
@@ -66,7 +66,8 @@ public enum CertificateIssuer {
         if let usage = template.keyUsage { standard.append((NID_key_usage, usage)) }
         if issuer != nil { standard.append((NID_authority_key_identifier, "keyid:always")) }
         for (nid, value) in standard {
-            guard let ext = X509V3_EXT_conf_nid(nil, &v3, nid, value) else { throw CryptoError.openssl(.invalidArgument, "extension \(nid)") }
+            guard let ext = X509V3_EXT_conf_nid(nil, &v3, nid, value) else { throw CryptoError.openssl(.invalidArgument,
+                "extension \(nid)") }
             defer { X509_EXTENSION_free(ext) }
             guard X509_add_ext(x, ext, -1) == 1 else { throw CryptoError.openssl(.opensslFailure, "X509_add_ext") }
         }

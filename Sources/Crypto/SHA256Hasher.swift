@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// Incremental SHA-256 over OpenSSL's EVP digest API, for inputs streamed in chunks (settlement
 /// files are hashed while they are read, never loaded whole).

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// A secret byte buffer (keys, shared secrets, plaintexts) kept in one heap allocation that is zeroed
 /// on deinit (PCI DSS 3.3.1: render SAD unrecoverable); it never prints or mirrors its contents.

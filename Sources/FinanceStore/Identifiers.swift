@@ -1,5 +1,6 @@
 // Identifiers and timestamps of the finance model, without Foundation: the core stays pure and the
 // text forms are exactly what PostgreSQL's `uuid` and `timestamptz` print and parse.
+import Time
 
 /// A 128-bit identifier in UUID text form (FinanceKit's `UUID` ids); orders like PostgreSQL's `uuid`.
 public struct FinanceID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
@@ -114,63 +115,13 @@ public struct FinanceTimestamp: Hashable, Comparable, Sendable, CustomStringConv
 
     /// Parses RFC 3339 (`Z` or `±hh:mm` offset; fractional seconds are truncated).
     public init(parsing text: String) throws(FinanceError) {
-        let b = Array(text.utf8)
-        func number(_ range: Range<Int>) throws(FinanceError) -> Int64 {
-            guard range.upperBound <= b.count else { throw FinanceError(.valueInvalid, detail: "timestamp") }
-            var value: Int64 = 0
-            for index in range {
-                guard b[index] >= 0x30, b[index] <= 0x39 else { throw FinanceError(.valueInvalid, detail: "timestamp") }
-                value = value * 10 + Int64(b[index] - 0x30)
-            }
-            return value
-        }
-        guard b.count >= 20, b.count <= 40, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
-              b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
-              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else {
-            throw FinanceError(.valueInvalid, detail: "timestamp")
-        }
-        let year = try number(0..<4), month = try number(5..<7), day = try number(8..<10)
-        let hour = try number(11..<13), minute = try number(14..<16), second = try number(17..<19)
-        var index = 19
-        if b[index] == UInt8(ascii: ".") {
-            index += 1
-            let start = index
-            while index < b.count, b[index] >= 0x30, b[index] <= 0x39 { index += 1 }
-            guard index > start else { throw FinanceError(.valueInvalid, detail: "timestamp") }
-        }
-        var offsetSeconds: Int64 = 0
-        guard index < b.count else { throw FinanceError(.valueInvalid, detail: "timestamp") }
-        if b[index] == UInt8(ascii: "Z") || b[index] == UInt8(ascii: "z") {
-            guard index + 1 == b.count else { throw FinanceError(.valueInvalid, detail: "timestamp") }
-        } else {
-            guard b[index] == UInt8(ascii: "+") || b[index] == UInt8(ascii: "-"), index + 6 == b.count,
-                  b[index + 3] == UInt8(ascii: ":") else {
-                throw FinanceError(.valueInvalid, detail: "timestamp")
-            }
-            let hours = try number((index + 1)..<(index + 3)), minutes = try number((index + 4)..<(index + 6))
-            guard hours <= 23, minutes <= 59 else { throw FinanceError(.valueInvalid, detail: "timestamp") }
-            offsetSeconds = (hours * 3600 + minutes * 60) * (b[index] == UInt8(ascii: "+") ? 1 : -1)
-        }
-        guard year >= 1, month >= 1, month <= 12, day >= 1, day <= Self.daysIn(month: month, year: year),
-              hour <= 23, minute <= 59, second <= 59 else {
-            throw FinanceError(.valueInvalid, detail: "timestamp")
-        }
-        let days = Self.daysFromCivil(year: year, month: month, day: day)
-        self.secondsSinceEpoch = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        guard let micros = RFC3339.parse(text) else { throw FinanceError(.valueInvalid, detail: "timestamp") }
+        self.secondsSinceEpoch = CivilCalendar.floorDivide(micros, 1_000_000)
     }
 
     /// RFC 3339 in UTC, e.g. `2026-03-01T12:00:00Z`.
     public var description: String {
-        let clamped = min(max(secondsSinceEpoch, Self.secondsMin), Self.secondsMax)
-        let days = clamped >= 0 ? clamped / 86_400 : (clamped - 86_399) / 86_400
-        let secondsOfDay = clamped - days * 86_400
-        let (year, month, day) = Self.civilFromDays(days)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):"
-            + "\(pad(secondsOfDay % 3600 / 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
+        RFC3339.format(unixSeconds: min(max(secondsSinceEpoch, Self.secondsMin), Self.secondsMax))
     }
 
     /// Chronological order.
@@ -188,36 +139,6 @@ public struct FinanceTimestamp: Hashable, Comparable, Sendable, CustomStringConv
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
-    }
-
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
-    }
-
-    // Howard Hinnant's days_from_civil / civil_from_days (proleptic Gregorian calendar).
-    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    private static func civilFromDays(_ daysSinceEpoch: Int64) -> (Int64, Int64, Int64) {
-        let z = daysSinceEpoch + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
 

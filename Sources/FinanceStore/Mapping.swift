@@ -210,6 +210,14 @@ public enum FinanceMapping {
             try checkID(refundID, "refundID", limits)
             return .transition(postingKey: refundKey(refundID), status: .rejected, at: at)
 
+        default:
+            return try settlementEffect(of: event, limits: limits)
+        }
+    }
+
+    /// The ledger effect of a settlement-side event (fees, chargebacks, adjustments, payouts, reversals, invoices).
+    private static func settlementEffect(of event: BusinessEvent, limits: FinanceLimits) throws(FinanceError) -> LedgerEffect {
+        switch event {
         case let .fee(feeID, paymentID, money, at):
             try checkID(feeID, "feeID", limits)
             if let paymentID { try checkID(paymentID, "paymentID", limits) }
@@ -298,6 +306,10 @@ public enum FinanceMapping {
                 debit: LedgerAccounts.feesPayable(money.processor, money.currencyCode),
                 credit: LedgerAccounts.settlement(money.processor, money.currencyCode), money.amountMinor, .fee, at,
                 .booked, "Fee invoice \(invoiceID) deducted", "invoice_deduction \(invoiceID)")])
+
+        default:
+            // Payment and refund events are mapped by `effect(of:context:)` and never reach here.
+            return .none
         }
     }
 

@@ -1,6 +1,6 @@
 // HTTPClient: the libcurl wrapper (outbound HTTPS: processors, Apple merchant validation).
 // The only module that imports CCurl; no curl handle, C string or C enum crosses its public API.
-import CCurl
+internal import CCurl
 
 /// One outbound HTTP request.
 public struct HTTPClientRequest: Sendable {

@@ -1,4 +1,4 @@
-import CCurl
+internal import CCurl
 
 /// Private-key PEM bytes held outside Swift arrays so they can be zeroed on release and never printed.
 public final class SecretPEM: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible,

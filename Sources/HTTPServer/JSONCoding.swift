@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+import Time
 
 /// Shared, reused JSON coders (creating them per request costs measurable CPU) and the request-body decoder.
 public enum JSONCoding {
@@ -6,6 +7,17 @@ public enum JSONCoding {
     public static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// Pretty-printed, sorted keys, `/` unescaped, dates as RFC 3339 in whole seconds: command output.
+    public static let prettyEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(RFC3339.string(from: date, fraction: .none))
+        }
         return encoder
     }()
 
@@ -39,31 +51,33 @@ public enum JSONCoding {
         guard !body.isEmpty else { throw malformed() }
         guard String(validating: body, as: UTF8.self) != nil else { throw malformed() }
         guard nestingDepth(body) <= depthMax else {
-            throw HTTPProblem(status: 400, code: "json_too_deep", title: "JSON too deep",
+            throw HTTPProblem(.jsonTooDeep,
                               detail: "The request body nests arrays or objects deeper than \(depthMax) levels.")
         }
         guard let finding = JSONBodyScan.firstFinding(in: body) else { return }
-        let (code, title, message): (String, String, String) = switch finding.kind {
-        case .duplicateField:
-            ("duplicate_field", "Duplicate field", "This member appears more than once in its object.")
-        case .nulCharacter:
-            ("nul_character", "NUL character", "Strings must not contain U+0000.")
-        case .invalidUnicodeEscape:
-            ("invalid_unicode_escape", "Invalid Unicode escape", "A \\u escape is an unpaired UTF-16 surrogate.")
+        let (type, message): (ProblemType, String) = switch finding.kind {
+        case .duplicateField: (.duplicateField, "This member appears more than once in its object.")
+        case .nulCharacter: (.nulCharacter, "Strings must not contain U+0000.")
+        case .invalidUnicodeEscape: (.invalidUnicodeEscape, "A \\u escape is an unpaired UTF-16 surrogate.")
         }
-        throw HTTPProblem(status: 400, code: code, title: title, detail: "The request body has a field Tender refuses.",
-                          errors: [.init(field: finding.field, code: code, message: message)])
+        throw HTTPProblem(type, errors: [.init(field: finding.field, code: type.code, message: message)])
     }
 
     /// Deepest bracket nesting outside strings; a cheap pre-check so a hostile body never reaches the recursive parser.
-    static func nestingDepth(_ body: [UInt8]) -> Int {
+    public static func nestingDepth(_ body: [UInt8]) -> Int {
         var depth = 0
         var deepest = 0
         var inString = false
         var escaped = false
         for byte in body {
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
                 continue
             }
             switch byte {
@@ -79,9 +93,7 @@ public enum JSONCoding {
     }
 
     private static func malformed(_ fieldError: HTTPProblem.FieldError? = nil) -> HTTPProblem {
-        HTTPProblem(status: 400, code: "malformed_json", title: "Malformed JSON",
-                    detail: "The request body is not valid JSON for this endpoint.",
-                    errors: fieldError.map { [$0] } ?? [])
+        HTTPProblem(.malformedJSON, errors: fieldError.map { [$0] } ?? [])
     }
 
     /// Names the offending field without echoing any of the client's values.

@@ -212,7 +212,7 @@ public struct HTTPProblem: Error, Sendable {
     }
 
     /// 500 with a generic detail: what any unexpected error becomes.
-    static let internalError = HTTPProblem(status: 500, code: "internal_error", title: "Internal server error",
+    static let internalError = HTTPProblem(.internalError,
                                            detail: "The server could not complete the request.")
 }
 

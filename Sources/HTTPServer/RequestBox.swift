@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 import Synchronization
 
 /// Per-request state, parked in MHD's `con_cls` slot from the first callback to the completion callback.

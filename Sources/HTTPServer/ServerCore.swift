@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -126,10 +126,10 @@ final class ServerCore: @unchecked Sendable {
         let response: HTTPResponse
         switch router.match(method: box.method, path: box.path) {
         case .notFound:
-            response = .problem(HTTPProblem(status: 404, code: "route_not_found", title: "Not found",
+            response = .problem(HTTPProblem(.routeNotFound,
                                             detail: "No route matches this path."), requestID: box.requestID)
         case .methodNotAllowed(let allowed):
-            response = .problem(HTTPProblem(status: 405, code: "method_not_allowed", title: "Method not allowed",
+            response = .problem(HTTPProblem(.methodNotAllowed,
                                             detail: "This path does not support this method.",
                                             headers: HTTPHeaders([("Allow", allowed.joined(separator: ", "))])),
                                 requestID: box.requestID)
@@ -203,7 +203,7 @@ final class ServerCore: @unchecked Sendable {
             source.producer(stream)
         }
         if !accepted {
-            finish(box, with: .problem(HTTPProblem(status: 503, code: "server_busy", title: "Server busy",
+            finish(box, with: .problem(HTTPProblem(.serverBusy,
                                                    detail: "The server is at capacity; retry later.",
                                                    headers: retryAfterHeaders), requestID: box.requestID))
         }
@@ -229,7 +229,7 @@ final class ServerCore: @unchecked Sendable {
         let problem: HTTPProblem? = state.withLock {
             if draining || forcedStop { return Self.shuttingDown(retryAfter: configuration.retryAfterSeconds) }
             guard openStreams.count < configuration.streamsMax else {
-                return HTTPProblem(status: 503, code: "too_many_streams", title: "Too many streams",
+                return HTTPProblem(.tooManyStreams,
                                    detail: "The server has too many open streams; retry later.",
                                    headers: retryAfterHeaders)
             }
@@ -311,12 +311,12 @@ final class ServerCore: @unchecked Sendable {
 
     /// The edge (RequestFramer) already refused any body over the limit; this bound only keeps MHD's side honest.
     static func bodyTooLarge(_ limit: Int) -> HTTPProblem {
-        HTTPProblem(status: 413, code: "body_too_large", title: "Request body too large",
+        HTTPProblem(.bodyTooLarge,
                     detail: "The request body exceeds \(limit) bytes.")
     }
 
     static func shuttingDown(retryAfter: Int) -> HTTPProblem {
-        HTTPProblem(status: 503, code: "server_shutting_down", title: "Server shutting down",
+        HTTPProblem(.serverShuttingDown,
                     detail: "The server is shutting down; retry later.",
                     headers: HTTPHeaders([("Retry-After", String(retryAfter))]))
     }
@@ -382,8 +382,7 @@ final class ServerCore: @unchecked Sendable {
             let now = monotonicNanoseconds()
             for box in boxes {
                 guard let deadline = box.pendingDeadline, deadline <= now else { continue }
-                finish(box, with: .problem(HTTPProblem(status: 503, code: "handler_deadline_exceeded",
-                                                       title: "Handler deadline exceeded",
+                finish(box, with: .problem(HTTPProblem(.handlerDeadlineExceeded,
                                                        detail: "The request took too long; retry later.",
                                                        headers: retryAfterHeaders), requestID: box.requestID))
             }

@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 import Synchronization
 
 /// Why a stream stopped; a stable snake_case raw value for logs and metrics.

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Time
 
 /// Log output format (`TENDER_LOG_FORMAT`).
 public enum LogFormat: String, Sendable {
@@ -53,7 +54,7 @@ public struct Logger: Sendable {
 
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)] = []) {
         guard level >= minimumLevel else { return }
-        let time = RFC3339.cachedNow()
+        let time = LogTime.cachedNow()
         switch format {
         case .json:
             var line = "{\"time\":\""
@@ -111,55 +112,26 @@ public func jsonQuoted(_ text: String) -> String {
     return out
 }
 
-/// RFC 3339 UTC timestamps with millisecond precision, formatted without locale-dependent APIs.
-public enum RFC3339 {
+/// Tender's RFC 3339 formatter and parser live in `Time`; the name stays reachable through Observability.
+public typealias RFC3339 = Time.RFC3339
+
+/// The log line's time: the `YYYY-MM-DDTHH:MM:SS` part is formatted once per second.
+enum LogTime {
     private static let secondCache = Mutex((second: Int64.min, text: ""))
 
-    /// The current time, formatting the `YYYY-MM-DDTHH:MM:SS` part once per second.
-    public static func cachedNow() -> String {
-        let millisTotal = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-        let second = millisTotal >= 0 ? millisTotal / 1000 : (millisTotal - 999) / 1000
+    /// The clock's current time with milliseconds.
+    static func cachedNow(_ clock: Clock = .system) -> String {
+        let millisTotal = clock.unixMilliseconds()
+        let second = CivilCalendar.floorDivide(millisTotal, 1000)
         let millis = millisTotal - second * 1000
         let prefix: String = secondCache.withLock { cache in
             if cache.second != second {
-                let full = string(fromUnixMilliseconds: second * 1000)
-                cache = (second, String(full.dropLast(5)))
+                cache = (second, String(RFC3339.format(unixSeconds: second).dropLast()))
             }
             return cache.text
         }
         let m = String(millis)
         return prefix + "." + String(repeating: "0", count: 3 - m.count) + m + "Z"
-    }
-
-    public static func string(from date: Date) -> String {
-        let millisTotal = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        return string(fromUnixMilliseconds: millisTotal)
-    }
-
-    /// Formats milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-    public static func string(fromUnixMilliseconds millisTotal: Int64) -> String {
-        var days = millisTotal >= 0 ? millisTotal / 86_400_000 : (millisTotal - 86_399_999) / 86_400_000
-        let millisOfDay = millisTotal - days * 86_400_000
-        let hour = millisOfDay / 3_600_000
-        let minute = (millisOfDay / 60_000) % 60
-        let second = (millisOfDay / 1000) % 60
-        let millis = millisOfDay % 1000
-        // Civil-from-days (Howard Hinnant's algorithm).
-        days += 719_468
-        let era = (days >= 0 ? days : days - 146_096) / 146_097
-        let doe = days - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        var year = yoe + era * 400
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        if month <= 2 { year += 1 }
-        func pad(_ v: Int64, _ width: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
-        }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millis, 3))Z"
     }
 }
 

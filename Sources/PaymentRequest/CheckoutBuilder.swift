@@ -141,7 +141,8 @@ public enum CheckoutBuilder {
            seconds < limits.expiresInSecondsMin || seconds > limits.expiresInSecondsMax {
             add("expires_in_out_of_range", "expiresInSeconds")
         }
-        if let countryCode = cart.shippingContact?.countryCode, ShippingAddress(contact: ApplePayPaymentContact(countryCode: countryCode)) == nil {
+        if let countryCode = cart.shippingContact?.countryCode,
+            ShippingAddress(contact: ApplePayPaymentContact(countryCode: countryCode)) == nil {
             add("country_unknown", "shippingContact.countryCode", 2)
         }
         return out

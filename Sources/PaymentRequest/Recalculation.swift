@@ -86,7 +86,8 @@ extension PricedCheckout {
 
     /// `onpaymentmethodselected`: Tender's prices do not depend on the card, so the answer is the
     /// current total and items (an update without `newTotal` would leave the sheet stuck, §3.2).
-    public func updatingPaymentMethod(_ method: ApplePayPaymentMethod) throws(PaymentRequestError) -> Recalculation<ApplePayPaymentMethodUpdate> {
+    public func updatingPaymentMethod(_ method: ApplePayPaymentMethod)
+        throws(PaymentRequestError) -> Recalculation<ApplePayPaymentMethodUpdate> {
         let update = ApplePayPaymentMethodUpdate(newTotal: total, newLineItems: lineItems, errors: [])
         return try emitted(self, update)
     }

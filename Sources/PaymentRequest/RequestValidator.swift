@@ -1,4 +1,5 @@
 import Money
+import Time
 
 /// What the request rules need besides the request itself.
 public struct ValidationContext: Sendable {
@@ -412,10 +413,10 @@ public enum RequestValidator {
     /// form a real date (Apple: supply every component down to the shown granularity).
     static func sortKey(_ d: ApplePayDateComponents) -> Int64? {
         guard let year = d.years, let month = d.months, let day = d.days, year >= 1, year <= 9999,
-              CivilCalendar.isValid(year: year, month: month, day: day) else { return nil }
+              CivilCalendar.isValid(year: Int64(year), month: Int64(month), day: Int64(day)) else { return nil }
         let hours = d.hours ?? 0
         guard hours >= 0 && hours < 24 else { return nil }
-        return Int64(CivilCalendar.days(year: year, month: month, day: day)) * 24 + Int64(hours)
+        return CivilCalendar.days(year: Int64(year), month: Int64(month), day: Int64(day)) * 24 + Int64(hours)
     }
 
     // Rule 16: known, unique contact fields; phoneticName needs version 3.

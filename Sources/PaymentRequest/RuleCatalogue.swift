@@ -54,15 +54,20 @@ public enum RequestRuleCatalogue {
         21: "`couponCode` needs `supportsCouponCode` and `apiVersion` 12.",
         22: "At most one advanced mode: recurring, automatic reload, deferred or multi-token.",
         23: "Advanced modes need `apiVersion` 14.",
-        24: "Recurring: a description, recurring-timed billing items with labels and valid amounts, a valid interval, start not after end, https management and notification URLs.",
-        25: "Automatic reload: an automatic-reload billing item with a label and a positive amount, a threshold of at least zero, https URLs.",
-        26: "Deferred: a deferred billing item, a payment date in the future, a description, an https management URL, free-cancellation date and time zone together.",
-        27: "Multi-token: each context has a merchant identifier, external identifier, name and positive amount; identifiers unique; the amounts add up to at most the total.",
+        24: "Recurring: a description, recurring-timed billing items with labels and valid amounts, a valid interval,"
+            + " start not after end, https management and notification URLs.",
+        25: "Automatic reload: an automatic-reload billing item with a label and a positive amount, a threshold of at least zero,"
+            + " https URLs.",
+        26: "Deferred: a deferred billing item, a payment date in the future, a description, an https management URL,"
+            + " free-cancellation date and time zone together.",
+        27: "Multi-token: each context has a merchant identifier, external identifier, name and positive amount;"
+            + " identifiers unique; the amounts add up to at most the total.",
         28: "`applePayLaterAvailability` is `available`, `unavailableItemIneligible` or `unavailableRecurringTransaction`.",
         29: "Dates are RFC 3339 strings.",
         30: "The payment request carries no keys outside Apple's dictionaries.",
         32: "A shipping method chosen on the sheet is one Tender offered for this session.",
-        40: "A merchant-validation `validationURL` is https, on Apple's host list, without userinfo, on port 443, at Apple's payment-session path.",
+        40: "A merchant-validation `validationURL` is https, on Apple's host list, without userinfo,"
+            + " on port 443, at Apple's payment-session path.",
         41: "The validation request names a domain registered for the merchant.",
         42: "The merchant's display name is non-empty and at most 64 characters.",
         43: "The validation request body has exactly Apple's fields and goes over mutual TLS with the merchant identity certificate.",

@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+import Time
 
 /// A value sent as a text-format parameter; `nil` means SQL NULL.
 public protocol PostgresEncodable: Sendable {
@@ -159,22 +160,11 @@ extension Int64 {
     }
 }
 
-/// Conversions between microseconds since the Unix epoch and PostgreSQL timestamp text, using the
-/// proleptic Gregorian calendar (H. Hinnant's civil-date algorithms), without locale or time zone data.
+/// Conversions between microseconds since the Unix epoch and PostgreSQL timestamp text (RFC 3339 out,
+/// PostgreSQL's ISO output in), on Time's calendar, without locale or time zone data.
 enum TimestampText {
     static func format(microsecondsSince1970 micros: Int64) -> String {
-        let seconds = micros.floorDivided(by: 1_000_000)
-        let fraction = micros - seconds * 1_000_000
-        let days = seconds.floorDivided(by: 86_400)
-        let secondOfDay = seconds - days * 86_400
-        let (year, month, day) = civil(fromDays: days)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T"
-            + pad(secondOfDay / 3600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
-            + "." + pad(fraction, 6) + "Z"
+        RFC3339.format(unixMicroseconds: micros, fraction: .microseconds)
     }
 
     /// Parses `YYYY-MM-DD[ T]HH:MM:SS[.ffffff](Z|±HH[:MM[:SS]])`; BC dates and infinities are rejected.
@@ -197,8 +187,9 @@ enum TimestampText {
             return true
         }
         guard let year = number(minDigits: 4, maxDigits: 6), expect("-"),
-              let month = number(minDigits: 2, maxDigits: 2), (1...12).contains(month), expect("-"),
-              let day = number(minDigits: 2, maxDigits: 2), (1...31).contains(day), expect(" T"),
+              let month = number(minDigits: 2, maxDigits: 2), expect("-"),
+              let day = number(minDigits: 2, maxDigits: 2), CivilCalendar.isValid(year: year, month: month, day: day),
+              expect(" T"),
               let hour = number(minDigits: 2, maxDigits: 2), hour < 24, expect(":"),
               let minute = number(minDigits: 2, maxDigits: 2), minute < 60, expect(":"),
               let second = number(minDigits: 2, maxDigits: 2), second < 60
@@ -231,30 +222,8 @@ enum TimestampText {
             offsetSeconds = sign * (offsetHours * 3600 + offsetMinutes * 60 + offsetSecondsPart)
         }
         guard index == bytes.count else { return nil }
-        let days = daysFromCivil(year: year, month: month, day: day)
+        let days = CivilCalendar.days(year: year, month: month, day: day)
         let local = days * 86_400 + hour * 3600 + minute * 60 + second
         return (local - offsetSeconds) * 1_000_000 + fraction
-    }
-
-    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = y.floorDivided(by: 400)
-        let yearOfEra = y - era * 400
-        let monthIndex = month > 2 ? month - 3 : month + 9
-        let dayOfYear = (153 * monthIndex + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = z.floorDivided(by: 146_097)
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }

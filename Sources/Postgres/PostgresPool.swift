@@ -164,7 +164,8 @@ public final class PostgresPool: Sendable {
         case .fail(let error):
             throw error
         case .wait(let waiter):
-            let deadline = monotonicNanoseconds() + UInt64(min(configuration.acquireTimeoutMilliseconds, Self.timeoutMillisecondsMax)) * 1_000_000
+            let deadline = monotonicNanoseconds() + UInt64(min(configuration.acquireTimeoutMilliseconds,
+                Self.timeoutMillisecondsMax)) * 1_000_000
             waiter.wait(untilNanoseconds: deadline)
             let grant = state.withLock { state -> Grant? in
                 if let grant = state.grants.removeValue(forKey: waiter.id) { return grant }

@@ -1,4 +1,5 @@
-import CLibPQ
+internal import CLibPQ
+import Time
 import Foundation
 import Glibc
 
@@ -217,8 +218,7 @@ public final class PostgresReplicationConnection {
 
     /// Microseconds since 2000-01-01 UTC, the protocol's clock.
     private static func postgresEpochMicroseconds() -> UInt64 {
-        let seconds = Date().timeIntervalSince1970 - 946_684_800
-        return UInt64(max(0, seconds * 1_000_000))
+        UInt64(max(0, Clock.system.unixMicroseconds() - 946_684_800_000_000))
     }
 
     private static func parse(_ bytes: UnsafeRawBufferPointer) -> ReplicationMessage? {

@@ -238,8 +238,8 @@ public struct FinanceEffect: Sendable, Equatable, Codable {
     public var originalDescription: String
 }
 
-/// Outcome of one reconciliation run. Encoded with `jsonBytes()`, it is byte-identical across runs
-/// on the same input (sorted keys, line order, then recorded items by date and id).
+/// Outcome of one reconciliation run. Encoded with sorted keys (the shell's `JSONCoding.encoder`), it is byte-identical
+/// across runs on the same input (sorted keys, line order, then recorded items by date and id).
 public struct ReconciliationReport: Sendable, Equatable, Codable {
     /// Number of settlement lines read.
     public var lineCount: Int
@@ -251,13 +251,6 @@ public struct ReconciliationReport: Sendable, Equatable, Codable {
     public var batches: [BatchBalance]
     /// Effects to apply, in line order.
     public var effects: [FinanceEffect]
-
-    /// Canonical JSON: sorted keys, no insignificant whitespace.
-    public func jsonBytes() throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(self))
-    }
 }
 
 /// Accumulates settlement lines one at a time and matches them against recorded payments and refunds

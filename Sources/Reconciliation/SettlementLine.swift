@@ -1,4 +1,5 @@
 // The common shape every settlement format is parsed into (docs/finance-store.md §4, openapi.yaml).
+import Time
 
 /// Settlement report formats Tender imports (`POST /v1/settlement-reports?format=`).
 public enum SettlementReportFormat: String, Sendable, Codable, CaseIterable {
@@ -44,8 +45,8 @@ public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStr
         guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
               let year = Self.number(bytes[0..<4]), let month = Self.number(bytes[5..<7]),
               let day = Self.number(bytes[8..<10]),
-              year >= 1, (1...12).contains(month), day >= 1,
-              day <= Self.daysIn(month: month, year: year) else { return nil }
+              year >= 1, CivilCalendar.isValid(year: Int64(year), month: Int64(month), day: Int64(day))
+        else { return nil }
         self.year = year
         self.month = month
         self.day = day
@@ -63,14 +64,6 @@ public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStr
         return value
     }
 
-    private static func daysIn(month: Int, year: Int) -> Int {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
     /// `YYYY-MM-DD`.
     public var description: String {
         func pad(_ value: Int, _ width: Int) -> String {
@@ -80,14 +73,14 @@ public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStr
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
     }
 
-    /// Days since 1970-01-01 (civil-from-days inverse, H. Hinnant's algorithm).
+    /// Days since 1970-01-01 (Time's civil calendar).
     public var daysSinceEpoch: Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
+        Int(CivilCalendar.days(year: Int64(year), month: Int64(month), day: Int64(day)))
+    }
+
+    /// Noon UTC of this date as Unix seconds, so the date survives any display time zone.
+    public var noonUnixSeconds: Int64 {
+        Int64(daysSinceEpoch) * 86_400 + 43_200
     }
 
     public static func < (lhs: SettlementDate, rhs: SettlementDate) -> Bool {

@@ -102,7 +102,7 @@ public final class TenderApp: Sendable {
         let retryAfter = HTTPHeaders([("Retry-After", "1")])
         switch error.code {
         case .transactionCommitUnknown:
-            return HTTPProblem(status: 503, code: "transaction_outcome_unknown", title: "Service unavailable",
+            return HTTPProblem(.transactionOutcomeUnknown,
                                detail: "The database connection was lost while committing; retry with the same Idempotency-Key.",
                                headers: retryAfter)
         case .connectionFailed, .poolTimeout, .poolExhausted, .poolClosed, .statementTimeout, .transactionBeginFailed,
@@ -120,11 +120,11 @@ public final class TenderApp: Sendable {
         }
     }
 
-    static let databaseUnavailable = HTTPProblem(status: 503, code: "database_unavailable", title: "Service unavailable",
+    static let databaseUnavailable = HTTPProblem(.databaseUnavailable,
                                                  detail: "The database is temporarily unavailable; retry later.",
                                                  headers: HTTPHeaders([("Retry-After", "1")]))
 
-    static let internalError = HTTPProblem(status: 500, code: "internal_error", title: "Internal error",
+    static let internalError = HTTPProblem(.internalError,
                                            detail: "The request could not be completed.")
 
     /// Wraps a merchant endpoint: `Authorization: Bearer <API key>` or 401 problem+json.
@@ -160,7 +160,7 @@ public final class TenderApp: Sendable {
         do {
             let status = try migrator.status()
             guard status.pending.isEmpty else {
-                throw HTTPProblem(status: 503, code: "migrations_pending", title: "Not ready",
+                throw HTTPProblem(.migrationsPending,
                                   detail: "Database migrations are pending.")
             }
         } catch let problem as HTTPProblem {
@@ -171,7 +171,7 @@ public final class TenderApp: Sendable {
                               detail: "The database schema does not match this build.")
         } catch {
             logger.warning("readiness failed", [("error", String(describing: type(of: error)))])
-            throw HTTPProblem(status: 503, code: "database_unavailable", title: "Not ready",
+            throw HTTPProblem(.databaseUnavailable,
                               detail: "The database is not reachable.")
         }
         // The finance feed (docs/finance-feed.md): a slot that is lost, idle or far behind is an alarm.
@@ -181,7 +181,7 @@ public final class TenderApp: Sendable {
             health = try ingest.health()
         } catch {
             logger.warning("readiness failed", [("error", String(describing: type(of: error)))])
-            throw HTTPProblem(status: 503, code: "database_unavailable", title: "Not ready",
+            throw HTTPProblem(.databaseUnavailable,
                               detail: "The database is not reachable.")
         }
         if let code = health.problem(ingest.settings) {
@@ -190,7 +190,8 @@ public final class TenderApp: Sendable {
             throw HTTPProblem(status: 503, code: code, title: "Not ready",
                               detail: "The finance feed is behind or its replication slot is unusable.",
                               extra: ["lagBytes": .number(String(health.lagBytes)),
-                                      "lagMilliseconds": .number(health.lagSeconds.isFinite ? String(Int64(health.lagSeconds * 1_000)) : "-1")])
+                                      "lagMilliseconds": .number(health.lagSeconds.isFinite
+                                                                     ? String(Int64(health.lagSeconds * 1_000)) : "-1")])
         }
         return .json(["status": "ready"])
     }
@@ -225,7 +226,8 @@ public final class TenderApp: Sendable {
         let ingest = finance.ingest
         metrics.describe("tender_finance_feed_lag_bytes", help: "WAL behind the finance feed slot's confirmed position.")
         metrics.describe("tender_finance_feed_lag_milliseconds", help: "Age of the oldest commit not yet in the finance feed.")
-        metrics.describe("tender_finance_feed_slot_safe_wal_bytes", help: "WAL the slot may still fall behind before it is lost (-1: unbounded).")
+        metrics.describe("tender_finance_feed_slot_safe_wal_bytes",
+            help: "WAL the slot may still fall behind before it is lost (-1: unbounded).")
         metrics.describe("tender_finance_feed_streaming", help: "1 when this process streams the finance feed slot.")
         metrics.describe("tender_finance_feed_rows_fed", help: "Change rows this process numbered in the feed.")
         metrics.registerGauge("tender_finance_feed_lag_bytes") { [("", (try? ingest.health())?.lagBytes ?? -1)] }
@@ -264,8 +266,7 @@ struct MerchantView: Encodable {
 
 /// Problems shared by many routes.
 public enum Problems {
-    public static let unauthorized = HTTPProblem(
-        status: 401, code: "unauthorized", title: "Unauthorized",
+    public static let unauthorized = HTTPProblem(.unauthorized,
         detail: "A valid API key or client secret is required.",
         headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
 }
@@ -277,7 +278,7 @@ enum DomainAssociation {
     /// Apple's files are a few kilobytes; anything far larger is the wrong file.
     static let fileBytesMax = 65_536
 
-    static let notConfigured = HTTPProblem(status: 404, code: "domain_association_not_configured", title: "Not found",
+    static let notConfigured = HTTPProblem(.domainAssociationNotConfigured,
                                            detail: "No Apple Pay domain-association file is configured.")
 
     /// The file's bytes as a response, or nil (logged) when unset, unreadable or too large.

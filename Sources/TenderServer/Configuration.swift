@@ -1,6 +1,7 @@
 import Foundation
 import Observability
 import Reconciliation
+import Time
 
 /// A configuration value that could not be used; names the variable (or flag) and never echoes secrets.
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
@@ -62,6 +63,8 @@ public struct TenderConfiguration: Sendable {
     /// `TENDER_CONSOLE=off` stops serving the operator console under `/console/` (static files only:
     /// it holds no credential of its own and calls the API with the operator's key).
     public var consoleEnabled = true
+    /// Where "now" comes from for every route and store (not read from the environment; tests fix it).
+    public var clock = Clock.system
 
     /// A sandbox configuration trusts roots other than Apple's (`TENDER_APPLE_ROOTS`); production never does.
     public var isSandbox: Bool { appleRootsFiles != nil }
@@ -90,7 +93,8 @@ public struct TenderConfiguration: Sendable {
     ]
 
     /// Parses the environment; `overrides` (from command-line flags) win over the environment.
-    public static func load(environment: [String: String], overrides: [String: String] = [:]) throws(ConfigurationError) -> TenderConfiguration {
+    public static func load(environment: [String: String],
+                            overrides: [String: String] = [:]) throws(ConfigurationError) -> TenderConfiguration {
         var env = environment
         for (k, v) in overrides { env[k] = v }
         func value(_ name: String) -> String? {
@@ -130,19 +134,7 @@ public struct TenderConfiguration: Sendable {
         if let ca = value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"), !FileManager.default.isReadableFile(atPath: ca) {
             throw ConfigurationError(variable: "TENDER_APPLE_PAY_GATEWAY_CA_FILE", reason: "file not readable")
         }
-        var limits = ServerLimits()
-        limits.databaseConnectionsMax = try integer(env, "TENDER_DB_POOL_SIZE", default: limits.databaseConnectionsMax, range: 1...500)
-        limits.statementTimeoutMilliseconds = try integer(env, "TENDER_DB_STATEMENT_TIMEOUT_MS", default: limits.statementTimeoutMilliseconds, range: 10...600_000)
-        limits.bodyBytesMax = try integer(env, "TENDER_HTTP_BODY_BYTES_MAX", default: limits.bodyBytesMax, range: 1_024...64 * 1_048_576)
-        limits.connectionsMax = try integer(env, "TENDER_HTTP_CONNECTIONS_MAX", default: limits.connectionsMax, range: 1...100_000)
-        limits.connectionsPerIPMax = try integer(env, "TENDER_HTTP_CONNECTIONS_PER_IP_MAX", default: limits.connectionsPerIPMax, range: 1...100_000)
-        limits.idleTimeoutSeconds = try integer(env, "TENDER_HTTP_IDLE_TIMEOUT_SECONDS", default: limits.idleTimeoutSeconds, range: 1...3_600)
-        limits.handlerDeadlineMilliseconds = try integer(env, "TENDER_HTTP_HANDLER_DEADLINE_MS", default: limits.handlerDeadlineMilliseconds, range: 100...120_000)
-        limits.drainDeadlineMilliseconds = try integer(env, "TENDER_SHUTDOWN_DRAIN_MS", default: limits.drainDeadlineMilliseconds, range: 0...600_000)
-        limits.ioThreads = try integer(env, "TENDER_HTTP_IO_THREADS", default: limits.ioThreads, range: 1...64)
-        limits.edgeThreads = try integer(env, "TENDER_HTTP_EDGE_THREADS", default: limits.edgeThreads, range: 1...64)
-        limits.headerTimeoutMilliseconds = try integer(env, "TENDER_HTTP_HEADER_TIMEOUT_MS", default: limits.headerTimeoutMilliseconds, range: 100...600_000)
-        limits.bodyTimeoutMilliseconds = try integer(env, "TENDER_HTTP_BODY_TIMEOUT_MS", default: limits.bodyTimeoutMilliseconds, range: 100...3_600_000)
+        let limits = try loadServerLimits(env)
 
         var configuration = TenderConfiguration(
             databaseURL: value("TENDER_DATABASE_URL"),
@@ -170,15 +162,7 @@ public struct TenderConfiguration: Sendable {
         configuration.financeFeedDatabaseURL = value("TENDER_FINANCE_FEED_DATABASE_URL")
         configuration.financeFeedLagSecondsMax = try integer(env, "TENDER_FINANCE_FEED_LAG_MAX_SECONDS",
                                                              default: FinanceFeedIngest.Settings().lagSecondsMax, range: 1...86_400)
-        let reconciliationDefaults = ReconciliationConfiguration()
-        let toleranceMinor = try integer(env, "TENDER_RECON_AMOUNT_TOLERANCE_MINOR",
-                                         default: Int(reconciliationDefaults.amountToleranceMinor),
-                                         range: 0...reconciliationAmountToleranceMinorMax)
-        let lagSeconds = try integer(env, "TENDER_RECON_SETTLEMENT_LAG_SECONDS",
-                                     default: Int(reconciliationDefaults.settlementLagSeconds),
-                                     range: 0...reconciliationSettlementLagSecondsMax)
-        configuration.reconciliation = ReconciliationConfiguration(amountToleranceMinor: Int64(toleranceMinor),
-                                                                   settlementLagSeconds: Int64(lagSeconds))
+        configuration.reconciliation = try loadReconciliation(env)
         configuration.demoEnabled = try onOff(env, "TENDER_DEMO", default: false)
         configuration.consoleEnabled = try onOff(env, "TENDER_CONSOLE", default: true)
         // The demo mints tokens with the sandbox's own keys: it must never run where only Apple's root is trusted.
@@ -187,6 +171,43 @@ public struct TenderConfiguration: Sendable {
                                      reason: "on needs a sandbox configuration (TENDER_APPLE_ROOTS set); refused in production")
         }
         return configuration
+    }
+
+    /// The HTTP server's and the pool's limits (`TENDER_HTTP_*`, `TENDER_DB_*`, `TENDER_SHUTDOWN_DRAIN_MS`).
+    static func loadServerLimits(_ env: [String: String]) throws(ConfigurationError) -> ServerLimits {
+        var limits = ServerLimits()
+        limits.databaseConnectionsMax = try integer(env, "TENDER_DB_POOL_SIZE", default: limits.databaseConnectionsMax, range: 1...500)
+        limits.statementTimeoutMilliseconds = try integer(env, "TENDER_DB_STATEMENT_TIMEOUT_MS",
+            default: limits.statementTimeoutMilliseconds, range: 10...600_000)
+        limits.bodyBytesMax = try integer(env, "TENDER_HTTP_BODY_BYTES_MAX", default: limits.bodyBytesMax, range: 1_024...64 * 1_048_576)
+        limits.connectionsMax = try integer(env, "TENDER_HTTP_CONNECTIONS_MAX", default: limits.connectionsMax, range: 1...100_000)
+        limits.connectionsPerIPMax = try integer(env, "TENDER_HTTP_CONNECTIONS_PER_IP_MAX", default: limits.connectionsPerIPMax,
+            range: 1...100_000)
+        limits.idleTimeoutSeconds = try integer(env, "TENDER_HTTP_IDLE_TIMEOUT_SECONDS", default: limits.idleTimeoutSeconds,
+            range: 1...3_600)
+        limits.handlerDeadlineMilliseconds = try integer(env, "TENDER_HTTP_HANDLER_DEADLINE_MS",
+            default: limits.handlerDeadlineMilliseconds, range: 100...120_000)
+        limits.drainDeadlineMilliseconds = try integer(env, "TENDER_SHUTDOWN_DRAIN_MS", default: limits.drainDeadlineMilliseconds,
+            range: 0...600_000)
+        limits.ioThreads = try integer(env, "TENDER_HTTP_IO_THREADS", default: limits.ioThreads, range: 1...64)
+        limits.edgeThreads = try integer(env, "TENDER_HTTP_EDGE_THREADS", default: limits.edgeThreads, range: 1...64)
+        limits.headerTimeoutMilliseconds = try integer(env, "TENDER_HTTP_HEADER_TIMEOUT_MS", default: limits.headerTimeoutMilliseconds,
+            range: 100...600_000)
+        limits.bodyTimeoutMilliseconds = try integer(env, "TENDER_HTTP_BODY_TIMEOUT_MS", default: limits.bodyTimeoutMilliseconds,
+            range: 100...3_600_000)
+        return limits
+    }
+
+    /// Matching rules of settlement reports (`TENDER_RECON_*`).
+    static func loadReconciliation(_ env: [String: String]) throws(ConfigurationError) -> ReconciliationConfiguration {
+        let reconciliationDefaults = ReconciliationConfiguration()
+        let toleranceMinor = try integer(env, "TENDER_RECON_AMOUNT_TOLERANCE_MINOR",
+                                         default: Int(reconciliationDefaults.amountToleranceMinor),
+                                         range: 0...reconciliationAmountToleranceMinorMax)
+        let lagSeconds = try integer(env, "TENDER_RECON_SETTLEMENT_LAG_SECONDS",
+                                     default: Int(reconciliationDefaults.settlementLagSeconds),
+                                     range: 0...reconciliationSettlementLagSecondsMax)
+        return ReconciliationConfiguration(amountToleranceMinor: Int64(toleranceMinor), settlementLagSeconds: Int64(lagSeconds))
     }
 
     /// The finance feed writer's replication session (docs/finance-feed.md): a URL that reaches
@@ -217,7 +238,8 @@ public struct TenderConfiguration: Sendable {
         return (host, port)
     }
 
-    static func integer(_ env: [String: String], _ name: String, default fallback: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+    static func integer(_ env: [String: String], _ name: String, default fallback: Int,
+        range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
         guard let raw = env[name], !raw.isEmpty else { return fallback }
         guard raw.allSatisfy({ $0.isASCII && $0.isNumber }), let v = Int(raw), range.contains(v) else {
             throw ConfigurationError(variable: name, reason: "expected an integer in \(range.lowerBound)...\(range.upperBound)")

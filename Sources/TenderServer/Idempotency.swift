@@ -16,7 +16,7 @@ public enum Idempotency {
         if key.count >= 2 && key.hasPrefix("\"") && key.hasSuffix("\"") { key = String(key.dropFirst().dropLast()) }
         guard (1...keyBytesMax).contains(key.utf8.count),
               key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7e }) else {
-            throw HTTPProblem(status: 400, code: "idempotency_key_invalid", title: "Invalid Idempotency-Key",
+            throw HTTPProblem(.idempotencyKeyInvalid,
                               detail: "Idempotency-Key must be 1-255 printable ASCII characters.")
         }
         return key
@@ -25,7 +25,7 @@ public enum Idempotency {
     /// Like `key(_:)` but the header is mandatory (I1).
     public static func requiredKey(_ request: HTTPRequest) throws(HTTPProblem) -> String {
         guard let key = try key(request) else {
-            throw HTTPProblem(status: 400, code: "idempotency_key_missing", title: "Idempotency-Key required",
+            throw HTTPProblem(.idempotencyKeyMissing,
                               detail: "This endpoint requires an Idempotency-Key header.")
         }
         return key
@@ -36,12 +36,11 @@ public enum Idempotency {
         Digest.sha256(Array("\(request.method) \(request.path)\n".utf8) + request.body)
     }
 
-    static let reusedProblem = HTTPProblem(
-        status: 422, code: "idempotency_key_reused", title: "Idempotency-Key reused",
+    static let reusedProblem = HTTPProblem(.idempotencyKeyReused,
         detail: "This Idempotency-Key was used with a different request.")
 
     static func inProgressProblem(retryAfterSeconds: Int) -> HTTPProblem {
-        HTTPProblem(status: 409, code: "idempotency_key_in_progress", title: "Request in progress",
+        HTTPProblem(.idempotencyKeyInProgress,
                     detail: "A request with this Idempotency-Key is still being processed.",
                     headers: HTTPHeaders([("Retry-After", String(retryAfterSeconds))]))
     }

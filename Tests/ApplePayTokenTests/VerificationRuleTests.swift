@@ -116,7 +116,8 @@ let ruleCases: [RuleCase] = [
         let wrongId = try CertificateIssuer.issue(
             CertificateTemplate(commonName: "wrong id", serialNumber: 8, notBefore: fixtureTime.addingTimeInterval(-60),
                                 notAfter: fixtureTime.addingTimeInterval(86_400), isCertificateAuthority: false,
-                                customExtensions: [CertificateExtension(oid: AppleOID.merchantIdentifier, isCritical: false, value: [0x0C, 64] + id)]),
+                                customExtensions: [CertificateExtension(oid: AppleOID.merchantIdentifier, isCritical: false, value: [0x0C,
+                                    64] + id)]),
             subjectKey: f.merchant.privateKey.publicKey, issuer: f.authority.root, issuerKey: f.authority.rootKey)
         return (f.token, f.decryptor(keys: [try MerchantKey(certificate: wrongId, privateKey: f.merchant.privateKey)]), fixtureTime)
     },
@@ -145,7 +146,8 @@ let ruleCases: [RuleCase] = [
         (try f.editedPaymentData { $0["signature"] = try #require($0["signature"] as? String) + "=" }, f.decryptor(), fixtureTime)
     },
     RuleCase(rule: "ephemeralPublicKey_is_canonical_base64_no_extra_padding", expected: .tokenMalformed) { f in
-        (try f.editedHeader { $0["ephemeralPublicKey"] = try #require($0["ephemeralPublicKey"] as? String) + "=" }, f.decryptor(), fixtureTime)
+        (try f.editedHeader { $0["ephemeralPublicKey"] = try #require($0["ephemeralPublicKey"] as? String) + "=" }, f.decryptor(),
+            fixtureTime)
     },
     RuleCase(rule: "ephemeralPublicKey_is_canonical_base64_padding_kept", expected: .tokenMalformed) { f in
         (try f.editedHeader {
@@ -282,7 +284,8 @@ let ruleCases: [RuleCase] = [
         #expect(reloaded.root == f.authority.root)
         let token = try reloaded.mintToken(SandboxFixture.request(), for: f.merchant)
         _ = try f.decryptor().decrypt(token, now: fixtureTime)
-        let merchantAgain = try MerchantKey(certificatePEM: f.merchant.certificate.pem, privateKeyPEM: f.merchant.privateKey.unsafePKCS8PEM())
+        let merchantAgain = try MerchantKey(certificatePEM: f.merchant.certificate.pem,
+            privateKeyPEM: f.merchant.privateKey.unsafePKCS8PEM())
         #expect(merchantAgain.publicKeyHash == f.merchant.publicKeyHash)
     }
 

@@ -22,11 +22,13 @@ struct TestPKI {
         intermediate = try CertificateIssuer.issue(
             CertificateTemplate(commonName: "Test Intermediate", serialNumber: 2, notBefore: Self.start, notAfter: Self.end,
                                 isCertificateAuthority: true, keyUsage: "critical,keyCertSign,cRLSign",
-                                customExtensions: [CertificateExtension(oid: "1.2.840.113635.100.6.2.14", isCritical: false, value: [5, 0])]),
+                                customExtensions: [CertificateExtension(oid: "1.2.840.113635.100.6.2.14", isCritical: false, value: [5,
+                                    0])]),
             subjectKey: intermediateKey.publicKey, issuer: root, issuerKey: rootKey)
         leafKey = try PrivateKey.generateP256()
         leaf = try CertificateIssuer.issue(
-            CertificateTemplate(commonName: "Test Leaf", serialNumber: 0x0102_0304, notBefore: Self.start, notAfter: Self.end.addingTimeInterval(-86_400),
+            CertificateTemplate(commonName: "Test Leaf", serialNumber: 0x0102_0304, notBefore: Self.start,
+                notAfter: Self.end.addingTimeInterval(-86_400),
                                 isCertificateAuthority: false, keyUsage: "critical,digitalSignature",
                                 customExtensions: [CertificateExtension(oid: "1.2.840.113635.100.6.29", isCritical: false, value: [5, 0])]),
             subjectKey: leafKey.publicKey, issuer: intermediate, issuerKey: intermediateKey)

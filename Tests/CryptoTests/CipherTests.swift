@@ -63,9 +63,11 @@ func hexBytes(_ text: String) -> [UInt8] {
         let sealed = try KeyEncryption.seal(plaintext: plaintext, keyEncryptingKey: kek, associatedData: Array("key-1".utf8))
         #expect(sealed.first == KeyEncryption.version)
         #expect(sealed.count == 1 + 12 + plaintext.count + 16)
-        #expect(try KeyEncryption.open(sealed: sealed, keyEncryptingKey: kek, associatedData: Array("key-1".utf8)).constantTimeEquals(plaintext))
+        #expect(try KeyEncryption.open(sealed: sealed, keyEncryptingKey: kek,
+            associatedData: Array("key-1".utf8)).constantTimeEquals(plaintext))
         // Random nonce: sealing twice never repeats.
-        #expect(try KeyEncryption.seal(plaintext: plaintext, keyEncryptingKey: kek, associatedData: []) != KeyEncryption.seal(plaintext: plaintext, keyEncryptingKey: kek, associatedData: []))
+        #expect(try KeyEncryption.seal(plaintext: plaintext, keyEncryptingKey: kek,
+            associatedData: []) != KeyEncryption.seal(plaintext: plaintext, keyEncryptingKey: kek, associatedData: []))
         var wrongVersion = sealed
         wrongVersion[0] = 2
         var flipped = sealed
@@ -80,7 +82,8 @@ func hexBytes(_ text: String) -> [UInt8] {
             (sealed, Array(kek.prefix(16)), Array("key-1".utf8), .invalidArgument),
         ]
         for (blob, key, aad, code) in cases {
-            let error = #expect(throws: CryptoError.self) { try KeyEncryption.open(sealed: blob, keyEncryptingKey: key, associatedData: aad) }
+            let error = #expect(throws: CryptoError.self) { try KeyEncryption.open(sealed: blob, keyEncryptingKey: key,
+                associatedData: aad) }
             #expect(error?.code == code)
         }
         // Exactly the minimum length (empty plaintext) is accepted.

@@ -80,8 +80,10 @@ Key Attributes: <No Attributes>
     }
 
     @Test(arguments: [
-        ("encrypted_pkcs8", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n", CryptoError.Code.keyEncryptedUnsupported),
-        ("legacy_encrypted", "-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n-----END EC PRIVATE KEY-----\n", .keyEncryptedUnsupported),
+        ("encrypted_pkcs8", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
+            CryptoError.Code.keyEncryptedUnsupported),
+        ("legacy_encrypted", "-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
+            + "DEK-Info: AES-128-CBC,00\n\nAAAA\n-----END EC PRIVATE KEY-----\n", .keyEncryptedUnsupported),
         ("garbage_der", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", .keyMalformed),
         ("not_base64", "this is not a key", .keyMalformed),
         ("unterminated", "-----BEGIN PRIVATE KEY-----\nAAAA\n", .keyMalformed),

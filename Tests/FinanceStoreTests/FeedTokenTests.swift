@@ -45,13 +45,15 @@ import Testing
         let otherAccount = try HistoryScope(merchantID: "m_1", resource: .transactions, accountID: FinanceID(high: 1, low: 2))
         let lifetime = codec.limits.changeLogRetentionSeconds
         let rows: [(String, FinanceError.TokenRejection?, () throws -> FinanceError.TokenRejection?)] = [
-            ("too long", .malformed, { rejection("hst2." + String(repeating: "A", count: codec.limits.historyTokenBytesMax), scope: try scope) }),
+            ("too long", .malformed, { rejection("hst2." + String(repeating: "A", count: codec.limits.historyTokenBytesMax),
+                scope: try scope) }),
             ("not base64url", .malformed, { rejection("hst2.!!!", scope: try scope) }),
             ("truncated", .malformed, { rejection(String(token.dropLast(4)), scope: try scope) }),
             ("other scope", .foreignScope, { rejection(token, scope: otherAccount) }),
             ("other epoch", .epochChanged, { rejection(token, scope: try scope, epoch: 4) }),
             ("from the future", .issuedInFuture,
-             { rejection(codec.issue(scope: try scope, feedPosition: position, now: ts(codec.limits.clockSkewMaxSeconds + 1)), scope: try scope) }),
+             { rejection(codec.issue(scope: try scope, feedPosition: position, now: ts(codec.limits.clockSkewMaxSeconds + 1)),
+                 scope: try scope) }),
             ("at the end of its life", nil, { rejection(token, scope: try scope, now: ts(lifetime)) }),
             ("past its life", .expired, { rejection(token, scope: try scope, now: ts(lifetime + 1)) }),
         ]

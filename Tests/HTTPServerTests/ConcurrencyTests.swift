@@ -90,8 +90,10 @@ final class Gate: Sendable {
         // the connection is refused); only then is the in-flight handler allowed to finish. The probe must
         // not hit /block, whose handler would hold the drain.
         #expect(eventually {
-            guard let fresh = try? RawClient(port: port), let r = try? fresh.roundTrip("GET /no-such-route HTTP/1.1\r\nHost: t\r\n\r\n") else { return true }
-            return r.status == 503 && r.json?["code"] as? String == "server_shutting_down" && r.header("Connection")?.lowercased() == "close"
+            guard let fresh = try? RawClient(port: port),
+                let r = try? fresh.roundTrip("GET /no-such-route HTTP/1.1\r\nHost: t\r\n\r\n") else { return true }
+            return r.status == 503 && r.json?["code"] as? String == "server_shutting_down"
+                && r.header("Connection")?.lowercased() == "close"
         })
         gate.release()
         let response = try client.readResponse()

@@ -161,17 +161,20 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
     }
 
     @Test func oversizedHeadIs431ProblemDocument() throws {
-        try expectOneRefusalAndClose(Array("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: \(String(repeating: "x", count: 8_000))\r\n\r\n".utf8),
+        let big = String(repeating: "x", count: 8_000)
+        try expectOneRefusalAndClose(Array("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: \(big)\r\n\r\n".utf8),
                                      status: 431, code: "header_fields_too_large", { $0.headerBytesMax = 4_096 })
     }
 
     @Test func malformedChunkSizeIsRefusedAndCloses() throws {
-        try expectOneRefusalAndClose(Array("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n\(smuggledRequest)".utf8),
+        try expectOneRefusalAndClose(Array(("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "5 \r\nhello\r\n0\r\n\r\n\(smuggledRequest)").utf8),
                                      status: 400, code: "invalid_chunk")
     }
 
     @Test func chunkDataNotEndedByCRLFIsRefused() throws {
-        try expectOneRefusalAndClose(Array("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloX\r\n0\r\n\r\n".utf8),
+        try expectOneRefusalAndClose(Array(("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "5\r\nhelloX\r\n0\r\n\r\n").utf8),
                                      status: 400, code: "invalid_chunk")
     }
 }
@@ -324,7 +327,8 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
             var bytes = Array(piece.utf8)
             var refusal: RequestFramer.Refusal?
             bytes.withUnsafeMutableBytes { raw in
-                do throws(RequestFramer.Refusal) { try framer.consume(UnsafeRawBufferPointer(raw), into: &output) } catch { refusal = error }
+                do throws(RequestFramer.Refusal) { try framer.consume(UnsafeRawBufferPointer(raw),
+                    into: &output) } catch { refusal = error }
             }
             if let refusal { throw refusal }
         }
@@ -432,7 +436,8 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
             }
             let message = Array(parts.joined().utf8)
             let whole = Self.frame(message, cuts: [])
-            let cuts = (0..<Int.random(in: 1...4, using: &generator)).map { _ in Int.random(in: 0...message.count, using: &generator) }.sorted()
+            let cuts = (0..<Int.random(in: 1...4, using: &generator)).map { _ in Int.random(in: 0...message.count,
+                using: &generator) }.sorted()
             let split = Self.frame(message, cuts: cuts)
             #expect(split.output == whole.output, "\(String(decoding: message, as: UTF8.self).debugDescription)")
             #expect(split.refusal == whole.refusal)

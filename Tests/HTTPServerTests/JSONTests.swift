@@ -14,7 +14,8 @@ func nested(_ depth: Int) -> [UInt8] {
 
 @Suite struct JSONCodingTests {
     @Test func decodesAValidBody() throws {
-        let cart = try JSONCoding.decode(Cart.self, from: Array(#"{"currencyCode":"USD","lineItems":[{"label":"W","amount":"9.99"}]}"#.utf8))
+        let cart = try JSONCoding.decode(Cart.self,
+            from: Array(#"{"currencyCode":"USD","lineItems":[{"label":"W","amount":"9.99"}]}"#.utf8))
         #expect(cart == Cart(currencyCode: "USD", lineItems: [.init(label: "W", amount: "9.99")]))
     }
 

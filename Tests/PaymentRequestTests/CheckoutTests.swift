@@ -22,7 +22,8 @@ import Testing
         #expect {
             try Fixture.decodeCart(json)
         } throws: {
-            PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "date_malformed", path: "lineItems[0].deferredPaymentDate", rule: 29)]
+            PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "date_malformed", path: "lineItems[0].deferredPaymentDate",
+                rule: 29)]
         }
     }
 
@@ -39,7 +40,8 @@ import Testing
     @Test func rule30_only_apple_keys() throws {
         var cart = Fixture.cart()
         cart.recurringPaymentRequest = Fixture.recurring
-        let priced = try Fixture.build(cart, taxRules: [TaxRule(country: Fixture.country("US"), rateBasisPoints: 825, shippingTaxable: true)])
+        let priced = try Fixture.build(cart, taxRules: [TaxRule(country: Fixture.country("US"), rateBasisPoints: 825,
+            shippingTaxable: true)])
         let object = try Fixture.json(priced.paymentRequest)
         #expect(Set(object.keys).isSubset(of: ApplePayPaymentRequest.appleKeys))
         let methods = try #require(object["shippingMethods"] as? [[String: Any]])
@@ -52,9 +54,11 @@ import Testing
         let cases: [(String, String)] = [
             (#"{"currencyCode":"USD","lineItems":[],"total":{"label":"x","amount":"0.01"}}"#, "total"),
             (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00","price":"1.00"}]}"#, "lineItems[0].price"),
-            (#"{"currencyCode":"USD","lineItems":[],"shippingMethods":[{"identifier":"a","label":"a","detail":"d","amount":"0.00","selected":true}]}"#,
+            (#"{"currencyCode":"USD","lineItems":[],"#
+                + #""shippingMethods":[{"identifier":"a","label":"a","detail":"d","amount":"0.00","selected":true}]}"#,
              "shippingMethods[0].selected"),
-            (#"{"currencyCode":"USD","lineItems":[],"recurringPaymentRequest":{"paymentDescription":"p","managementUrl":"x","regularBilling":{"label":"a"},"managementURL":"https://a"}}"#,
+            (#"{"currencyCode":"USD","lineItems":[],"recurringPaymentRequest":{"paymentDescription":"p","managementUrl":"x","#
+                + #""regularBilling":{"label":"a"},"managementURL":"https://a"}}"#,
              "recurringPaymentRequest.managementUrl"),
             (#"{"currencyCode":"USD","lineItems":[],"applicationData":"AAAA"}"#, "applicationData"),
         ]
@@ -74,7 +78,8 @@ import Testing
             (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00","type":null}]}"#, "lineItems[0].type"),
             (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00"}],"shippingContact":{"countryCode":null}}"#,
              "shippingContact.countryCode"),
-            (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00"}],"shippingMethods":[{"identifier":"a","label":"a","detail":"d","amount":"0.00","countries":null}]}"#,
+            (#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":"1.00"}],"#
+                + #""shippingMethods":[{"identifier":"a","label":"a","detail":"d","amount":"0.00","countries":null}]}"#,
              "shippingMethods[0].countries"),
         ]
         for (json, path) in cases {
@@ -125,7 +130,8 @@ import Testing
         } throws: { PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "field_missing", path: "currencyCode", rule: 0)] }
         #expect {
             try Fixture.decodeCart(#"{"currencyCode":"USD","lineItems":[{"label":"a","amount":9.99}]}"#)
-        } throws: { PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "field_type_invalid", path: "lineItems[0].amount", rule: 0)] }
+        } throws: { PaymentRequestError(decoding: $0).issues == [RequestIssue(code: "field_type_invalid", path: "lineItems[0].amount",
+            rule: 0)] }
     }
 
     @Test func advancedModesRoundTrip() throws {
@@ -148,7 +154,8 @@ import Testing
             #expect(try Fixture.roundTrip(priced.paymentRequest) == priced.paymentRequest)
             #expect(try Fixture.roundTrip(priced) == priced)
         }
-        let result = ApplePayPaymentAuthorizationResult.failure([ApplePayError(code: .shippingContactInvalid, contactField: .postalCode, message: "Check the postcode")])
+        let result = ApplePayPaymentAuthorizationResult.failure([ApplePayError(code: .shippingContactInvalid, contactField: .postalCode,
+            message: "Check the postcode")])
         #expect(try Fixture.roundTrip(result) == result)
         #expect(try Fixture.json(result)["status"] as? Int == 1)
     }

@@ -162,7 +162,8 @@ import Testing
         cart.shippingMethods = (0..<3).map { CartShippingMethod(identifier: "m\($0)", label: "M", detail: "d", amount: "1.00") }
         #expect(Fixture.issues(cart, limits: limits) == [])
         cart.shippingMethods?.append(CartShippingMethod(identifier: "m3", label: "M", detail: "d", amount: "1.00"))
-        #expect(Fixture.issues(cart, limits: limits).contains(RequestIssue(code: "shipping_methods_too_many", path: "shippingMethods", rule: 0)))
+        #expect(Fixture.issues(cart, limits: limits).contains(RequestIssue(code: "shipping_methods_too_many", path: "shippingMethods",
+            rule: 0)))
     }
 
     @Test func labelLengthAtAndPastLimit() {
@@ -183,7 +184,8 @@ import Testing
         cart.metadata = [String(repeating: "k", count: 40): "v"]
         #expect(Fixture.issues(cart) == [])
         cart.metadata = [String(repeating: "k", count: 41): "v"]
-        #expect(Fixture.issues(cart) == [RequestIssue(code: "metadata_key_invalid", path: "metadata." + String(repeating: "k", count: 41), rule: 0)])
+        #expect(Fixture.issues(cart) == [RequestIssue(code: "metadata_key_invalid", path: "metadata." + String(repeating: "k", count: 41),
+            rule: 0)])
         cart.metadata = ["k": String(repeating: "v", count: 501)]
         #expect(Fixture.issues(cart) == [RequestIssue(code: "metadata_value_too_long", path: "metadata.k", rule: 0)])
     }
@@ -216,7 +218,8 @@ import Testing
         third.externalIdentifier = "c"
         third.amount = "0.01"
         cart.multiTokenContexts?.append(third)
-        #expect(Fixture.issues(cart, limits: limits) == [RequestIssue(code: "multi_token_contexts_too_many", path: "multiTokenContexts", rule: 0)])
+        #expect(Fixture.issues(cart, limits: limits) == [RequestIssue(code: "multi_token_contexts_too_many", path: "multiTokenContexts",
+            rule: 0)])
     }
 
     @Test func base64Strictness() {

@@ -14,7 +14,8 @@ struct IdentifierTests {
         // Bytes ≥ 252 are rejected (uniformity), so 64 of them draw nothing.
         #expect(PaymentIdentifier.make(prefix: "pay_", randomBytes: [UInt8](repeating: 255, count: 64)) == nil)
         #expect(PaymentIdentifier.make(prefix: "pay_", randomBytes: [UInt8](repeating: 0, count: 23)) == nil)
-        #expect(PaymentIdentifier.make(prefix: "pay_", randomBytes: [UInt8](repeating: 0, count: 24)) == "pay_" + String(repeating: "a", count: 24))
+        #expect(PaymentIdentifier.make(prefix: "pay_", randomBytes: [UInt8](repeating: 0, count: 24))
+                == "pay_" + String(repeating: "a", count: 24))
     }
 
     @Test(arguments: [

@@ -19,7 +19,8 @@ extension PostgresIntegration {
             let uuid = UUID()
             let bytes: [UInt8] = [0x00, 0x01, 0x7f, 0x80, 0xff, 0x5c, 0x27]
             let text = "grüße 'quoted' \\ back\\slash"
-            let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id, s, i, i64, i32, b, bytes, at, u) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+            let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id, s, i, i64, i32, b, bytes, at, u)"
+                + " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
             let inserted = try pool.execute(insert,
                 [Int32(1), text, Int.min, Int64.max, Int32.min, true, bytes, at, uuid])
             #expect(inserted == 1)
@@ -113,7 +114,9 @@ extension PostgresIntegration {
                 // Wrong shapes are decode errors naming the column, never a guess.
                 var columns: [String?] = []
                 var nullText: String? = "unset"
-                _ = try connection.forEachRow("SELECT 'maybe'::text AS b, NULL::int8 AS n, '12a'::text AS t, 99999999999999999999::numeric AS big") { row in
+                _ = try connection.forEachRow("""
+                    SELECT 'maybe'::text AS b, NULL::int8 AS n, '12a'::text AS t, 99999999999999999999::numeric AS big
+                    """) { row in
                     columns.append(expectPostgresError(.decodeFailed) { _ = try row.bool(0) }?.column)
                     columns.append(expectPostgresError(.decodeFailed) { _ = try row.int64(1) }?.column)
                     columns.append(expectPostgresError(.decodeFailed) { _ = try row.int64(2) }?.column)

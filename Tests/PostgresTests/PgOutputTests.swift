@@ -10,18 +10,22 @@ import Testing
 
     @Test func beginCommitRelationAndInsertDecode() throws {
         let begin: [UInt8] = [UInt8(ascii: "B")] + u64(0x1_0000_00A0) + u64(12_345) + u32(777)
-        #expect(try PgOutputMessage.parse(begin) == .begin(finalLSN: LogSequenceNumber(0x1_0000_00A0), commitMicroseconds: 12_345, xid: 777))
+        #expect(try PgOutputMessage.parse(begin) == .begin(finalLSN: LogSequenceNumber(0x1_0000_00A0), commitMicroseconds: 12_345,
+            xid: 777))
         let commit: [UInt8] = [UInt8(ascii: "C"), 0] + u64(0xA0) + u64(0xC8) + u64(99)
         #expect(try PgOutputMessage.parse(commit) == .commit(commitLSN: LogSequenceNumber(0xA0), endLSN: LogSequenceNumber(0xC8),
                                                              commitMicroseconds: 99))
-        var relation: [UInt8] = [UInt8(ascii: "R")] + u32(16_400) + cstring("public") + cstring("finance_change") + [UInt8(ascii: "d"), 0, 2]
+        var relation: [UInt8] = [UInt8(ascii: "R")] + u32(16_400) + cstring("public") + cstring("finance_change") + [UInt8(ascii: "d"), 0,
+            2]
         relation += [1] + cstring("seq") + u32(20) + u32(0xFFFF_FFFF)
         relation += [0] + cstring("op") + u32(25) + u32(0xFFFF_FFFF)
         #expect(try PgOutputMessage.parse(relation) == .relation(id: 16_400, namespace: "public", name: "finance_change",
                                                                  columns: ["seq", "op"]))
         let insert: [UInt8] = [UInt8(ascii: "I")] + u32(16_400) + [UInt8(ascii: "N"), 0, 3]
-            + [UInt8(ascii: "t")] + u32(2) + Array("42".utf8) + [UInt8(ascii: "n")] + [UInt8(ascii: "t")] + u32(6) + Array("insért".utf8).prefix(6)
-        #expect(try PgOutputMessage.parse(insert) == .insert(xid: nil, relationID: 16_400, values: ["42", nil, String(decoding: Array("insért".utf8).prefix(6), as: UTF8.self)]))
+            + [UInt8(ascii: "t")] + u32(2) + Array("42".utf8) + [UInt8(ascii: "n")] + [UInt8(ascii: "t")] + u32(6)
+                + Array("insért".utf8).prefix(6)
+        #expect(try PgOutputMessage.parse(insert) == .insert(xid: nil, relationID: 16_400, values: ["42", nil,
+            String(decoding: Array("insért".utf8).prefix(6), as: UTF8.self)]))
         #expect(try PgOutputMessage.parse([UInt8(ascii: "U"), 1, 2]) == .other(UInt8(ascii: "U")))
     }
 
@@ -43,7 +47,8 @@ import Testing
             ("empty", []),
             ("short begin", [UInt8(ascii: "B"), 0, 0]),
             ("relation name without NUL", [UInt8(ascii: "R"), 0, 0, 0, 1] + Array("public".utf8)),
-            ("insert value longer than the message", [UInt8(ascii: "I"), 0, 0, 0, 1, UInt8(ascii: "N"), 0, 1, UInt8(ascii: "t"), 0, 0, 0, 9, 65]),
+            ("insert value longer than the message", [UInt8(ascii: "I"), 0, 0, 0, 1, UInt8(ascii: "N"), 0, 1, UInt8(ascii: "t"), 0, 0, 0,
+                9, 65]),
             ("insert without new tuple", [UInt8(ascii: "I"), 0, 0, 0, 1, UInt8(ascii: "K"), 0, 0]),
             ("unknown value kind", [UInt8(ascii: "I"), 0, 0, 0, 1, UInt8(ascii: "N"), 0, 1, UInt8(ascii: "x")]),
         ]

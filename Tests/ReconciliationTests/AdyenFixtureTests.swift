@@ -98,15 +98,21 @@ import Reconciliation
     /// What Tender recorded for the sample's payments and refunds.
     static let created = Date(timeIntervalSince1970: 1_793_000_000)
     static let payments = [
-        RecordedPayment(paymentId: "pay_adyensample0000000000001", amountMinor: 5_200, currencyCode: "USD", status: .pending, createdAt: created),
-        RecordedPayment(paymentId: "pay_adyensample0000000000002", amountMinor: 2_000, currencyCode: "USD", status: .pending, createdAt: created),
-        RecordedPayment(paymentId: "pay_adyensample0000000000003", amountMinor: 50, currencyCode: "EUR", status: .pending, createdAt: created),
-        RecordedPayment(paymentId: "pay_adyensample0000000000007", amountMinor: 999, currencyCode: "USD", status: .pending, createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000001", amountMinor: 5_200, currencyCode: "USD", status: .pending,
+            createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000002", amountMinor: 2_000, currencyCode: "USD", status: .pending,
+            createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000003", amountMinor: 50, currencyCode: "EUR", status: .pending,
+            createdAt: created),
+        RecordedPayment(paymentId: "pay_adyensample0000000000007", amountMinor: 999, currencyCode: "USD", status: .pending,
+            createdAt: created),
     ]
     static let refunds = [
-        RecordedRefund(refundId: "re_adyensample0000000000001", paymentId: "pay_adyensample0000000000001", amountMinor: 1_000, currencyCode: "USD",
+        RecordedRefund(refundId: "re_adyensample0000000000001", paymentId: "pay_adyensample0000000000001", amountMinor: 1_000,
+            currencyCode: "USD",
                        status: .pending, createdAt: created),
-        RecordedRefund(refundId: "re_adyensample0000000000002", paymentId: "pay_adyensample0000000000002", amountMinor: 500, currencyCode: "USD",
+        RecordedRefund(refundId: "re_adyensample0000000000002", paymentId: "pay_adyensample0000000000002", amountMinor: 500,
+            currencyCode: "USD",
                        status: .pending, createdAt: created),
     ]
 

@@ -49,7 +49,8 @@ import Testing
         #expect(try TenderConfiguration.load(environment: ["TENDER_TOKEN_MAX_AGE_SECONDS": "1"]).tokenAgeMaxSeconds == 1)
         #expect(try TenderConfiguration.load(environment: ["TENDER_HTTP_BODY_BYTES_MAX": "1024"]).limits.bodyBytesMax == 1_024)
         #expect(try TenderConfiguration.load(environment: ["TENDER_FINANCE_FEED_LAG_MAX_SECONDS": "1"]).financeFeedLagSecondsMax == 1)
-        #expect(try TenderConfiguration.load(environment: ["TENDER_FINANCE_FEED_LAG_MAX_SECONDS": "86400"]).financeFeedLagSecondsMax == 86_400)
+        #expect(try TenderConfiguration.load(environment: ["TENDER_FINANCE_FEED_LAG_MAX_SECONDS": "86400"])
+            .financeFeedLagSecondsMax == 86_400)
     }
 
     @Test func theFinanceFeedConnectsWhereItIsTold() throws {

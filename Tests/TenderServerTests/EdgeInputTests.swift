@@ -23,13 +23,16 @@ let nulRequests: [EdgeRequest] = [
                 body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"Wid\u0000get","amount":"9.99"}]}"#,
                 field: "lineItems[0].label"),
     EdgeRequest(name: "cart_metadata_value", method: "POST", path: "/v1/checkout-sessions", caller: .apiKey, idempotencyKey: true,
-                body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"W","amount":"9.99"}],"metadata":{"orderId":"88\u000041"}}"#,
+                body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"W","amount":"9.99"}],"#
+                    + #""metadata":{"orderId":"88\u000041"}}"#,
                 field: "metadata.orderId"),
     EdgeRequest(name: "cart_metadata_key", method: "POST", path: "/v1/checkout-sessions", caller: .apiKey, idempotencyKey: false,
-                body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"W","amount":"9.99"}],"metadata":{"order\u0000":"1"}}"#,
+                body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"W","amount":"9.99"}],"#
+                    + #""metadata":{"order\u0000":"1"}}"#,
                 field: "metadata.order\u{FFFD}"),
     EdgeRequest(name: "cart_shipping_detail", method: "POST", path: "/v1/checkout-sessions", caller: .apiKey, idempotencyKey: false,
-                body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"W","amount":"9.99"}],"shippingMethods":[{"identifier":"s","label":"S","detail":"5\u0000 days","amount":"1.00"}]}"#,
+                body: #"{"currencyCode":"USD","countryCode":"US","lineItems":[{"label":"W","amount":"9.99"}],"#
+                    + #""shippingMethods":[{"identifier":"s","label":"S","detail":"5\u0000 days","amount":"1.00"}]}"#,
                 field: "shippingMethods[0].detail"),
     EdgeRequest(name: "shipping_contact_by_client_secret", method: "POST", path: "/v1/checkout-sessions/{session}/shipping-contact",
                 caller: .clientSecret, idempotencyKey: false,

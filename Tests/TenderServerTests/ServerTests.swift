@@ -3,6 +3,7 @@ import HTTPServer
 import Observability
 import Postgres
 import Testing
+import Time
 @testable import TenderServer
 
 /// A Tender server on a fresh migrated database, listening on a free loopback port.
@@ -12,10 +13,12 @@ final class RunningServer {
     let pool: PostgresPool
     var port: Int { server.boundPort }
 
-    init(prefix: String, extraMigrations: [MigrationFile] = [], environment: [String: String] = [:]) throws {
+    init(prefix: String, extraMigrations: [MigrationFile] = [], environment: [String: String] = [:],
+         clock: Clock = .system) throws {
         pool = try TestEnvironment.migratedPool(prefix)
         var configuration = try TenderConfiguration.load(environment: environment.merging(["TENDER_LISTEN": "127.0.0.1:0"]) { $1 })
         configuration.limits.databaseConnectionsMax = 8
+        configuration.clock = clock
         let files = try MigrationFile.load(directory: TestEnvironment.migrationsDirectory) + extraMigrations
         app = TenderApp(configuration: configuration, pool: pool, migrations: files, logger: .silent)
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router(),
@@ -102,8 +105,10 @@ struct ServerTests {
         let (a, keyA) = try s.merchantWithKey()
         let (b, keyB) = try s.merchantWithKey()
         let client = try RawHTTPClient(port: s.port)
-        #expect(try client.request("GET", "/v1/merchant", headers: [("Authorization", "Bearer \(keyA)")]).json()["merchantId"] as? String == a.merchantId)
-        #expect(try client.request("GET", "/v1/merchant", headers: [("Authorization", "Bearer \(keyB)")]).json()["merchantId"] as? String == b.merchantId)
+        #expect(try client.request("GET", "/v1/merchant", headers: [("Authorization",
+            "Bearer \(keyA)")]).json()["merchantId"] as? String == a.merchantId)
+        #expect(try client.request("GET", "/v1/merchant", headers: [("Authorization",
+            "Bearer \(keyB)")]).json()["merchantId"] as? String == b.merchantId)
     }
 
     @Test func accessLogHasNoSecrets() throws {

@@ -115,7 +115,8 @@ public struct SandboxAuthority: Sendable {
 
     /// Mints an EC_v1 token for `merchant` exactly as Apple Pay JS would hand it to the page.
     public func mintToken(_ request: SandboxTokenRequest, for merchant: MerchantKey) throws(TokenError) -> [UInt8] {
-        guard let merchantIdHash = merchant.merchantIdHash else { throw TokenError(.merchantIdMissing, "merchant certificate lacks the id") }
+        guard let merchantIdHash = merchant.merchantIdHash else { throw TokenError(.merchantIdMissing,
+            "merchant certificate lacks the id") }
         return try Self.sandbox {
             let payload = try request.payloadJSON()
             // Apple step 3 in reverse: ephemeral ECDH with the merchant public key, KDF, AES-256-GCM, zero IV.
@@ -129,7 +130,8 @@ public struct SandboxAuthority: Sendable {
             let signed = ephemeralDER + data + transactionId + (applicationDataHash ?? [])
             let signature = try CertificateIssuer.signDetachedCMS(
                 content: signed, signer: leaf, key: leafKey,
-                extraCertificates: (request.signTwiceForTesting ? [] : [intermediate]) + request.extraCertificatesForTesting, signingTime: request.signingTime,
+                extraCertificates: (request.signTwiceForTesting ? [] : [intermediate]) + request.extraCertificatesForTesting,
+                    signingTime: request.signingTime,
                 digest: request.digestForTesting, omitSigningTimeForTesting: request.omitSigningTimeForTesting,
                 extraSignersForTesting: request.signTwiceForTesting ? [(intermediate, intermediateKey)] : [])
             var header: [String: String] = [
@@ -139,15 +141,13 @@ public struct SandboxAuthority: Sendable {
             ]
             if let applicationDataHash { header["applicationData"] = hexEncoded(applicationDataHash) }
             let transactionIdentifier = hexEncoded(transactionId).uppercased()
-            let token: [String: Any] = [
-                "paymentData": [
-                    "version": "EC_v1", "data": Data(data).base64EncodedString(),
-                    "signature": Data(signature).base64EncodedString(), "header": header,
-                ] as [String: Any],
-                "paymentMethod": ["displayName": "\(request.network) \(request.pan.suffix(4))", "network": request.network, "type": "debit"],
-                "transactionIdentifier": transactionIdentifier,
-            ]
-            return Array(try JSONSerialization.data(withJSONObject: token, options: [.sortedKeys]))
+            let token = SandboxTokenJSON(
+                paymentData: .init(data: Data(data).base64EncodedString(), header: header,
+                                   signature: Data(signature).base64EncodedString(), version: "EC_v1"),
+                paymentMethod: .init(displayName: "\(request.network) \(request.pan.suffix(4))", network: request.network,
+                                     type: "debit"),
+                transactionIdentifier: transactionIdentifier)
+            return Array(try SandboxTokenJSON.encoder.encode(token))
         }
     }
 
@@ -219,12 +219,48 @@ public struct SandboxTokenRequest: Sendable {
     func payloadJSON() throws -> [UInt8] {
         var inner: [String: String] = emvPaymentData ? ["emvData": cryptogram] : ["onlinePaymentCryptogram": cryptogram]
         if let eciIndicator, !emvPaymentData { inner["eciIndicator"] = eciIndicator }
-        let payload: [String: Any] = [
-            "applicationPrimaryAccountNumber": pan, "applicationExpirationDate": expirationDate,
-            "currencyCode": currencyCodeNumeric, "transactionAmount": NSNumber(value: amountMinor),
-            "deviceManufacturerIdentifier": "040010030273", "paymentDataType": emvPaymentData ? "EMV" : "3DSecure",
-            "paymentData": inner,
-        ]
-        return Array(try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]))
+        let payload = SandboxPayloadJSON(
+            applicationExpirationDate: expirationDate, applicationPrimaryAccountNumber: pan,
+            currencyCode: currencyCodeNumeric, deviceManufacturerIdentifier: "040010030273",
+            paymentData: inner, paymentDataType: emvPaymentData ? "EMV" : "3DSecure", transactionAmount: amountMinor)
+        return Array(try SandboxTokenJSON.encoder.encode(payload))
     }
+}
+
+/// The token a sandbox wallet hands the page (Apple's `PKPaymentToken` JSON), keys sorted.
+struct SandboxTokenJSON: Encodable {
+    struct PaymentData: Encodable {
+        var data: String
+        var header: [String: String]
+        var signature: String
+        var version: String
+    }
+
+    struct PaymentMethod: Encodable {
+        var displayName: String
+        var network: String
+        var type: String
+    }
+
+    var paymentData: PaymentData
+    var paymentMethod: PaymentMethod
+    var transactionIdentifier: String
+
+    /// Sorted keys, so the same inputs give the same bytes.
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+}
+
+/// The decrypted payment data a sandbox token carries (Apple's payment data keys).
+struct SandboxPayloadJSON: Encodable {
+    var applicationExpirationDate: String
+    var applicationPrimaryAccountNumber: String
+    var currencyCode: String
+    var deviceManufacturerIdentifier: String
+    var paymentData: [String: String]
+    var paymentDataType: String
+    var transactionAmount: Int64
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 
 /// Exit codes of the `tender` executable.
 public enum ExitCode: Int32, Sendable {
@@ -110,9 +111,7 @@ public enum Console {
 
     /// Pretty, key-sorted JSON for command output.
     public static func json<T: Encodable>(_ value: T) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) {
+        if let data = try? JSONCoding.prettyEncoder.encode(value), let text = String(data: data, encoding: .utf8) {
             out(text)
         }
     }

@@ -1,6 +1,7 @@
 import ApplePayToken
 import Crypto
 import Foundation
+import Time
 
 /// `tender bench tokens` (hidden from usage; run by scripts/bench-tokens.sh): tokens per second on
 /// one core for decryption alone, full verification with the chain cache, and without it.
@@ -19,7 +20,7 @@ enum BenchCommands {
         guard let seconds = Double(args.value("seconds") ?? "2"), seconds > 0, seconds <= 60 else {
             throw UsageError(message: "--seconds must be in 0...60")
         }
-        let now = Date()
+        let now = Clock.system.now()
         let authority = try SandboxAuthority.create(validFrom: now.addingTimeInterval(-86_400))
         let merchant = try authority.makeMerchantKey(merchantIdentifier: SandboxCommands.sandboxMerchantId,
                                                      validFrom: now.addingTimeInterval(-86_400))

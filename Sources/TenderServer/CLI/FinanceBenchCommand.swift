@@ -6,6 +6,7 @@ import Postgres
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Time
 #endif
 
 /// `tender finance-bench`: prints the finance feed's figures (issue 6 benchmark); never passes or fails.
@@ -48,7 +49,7 @@ enum FinanceBenchCommand {
 
         // Bulk load: 100 events per database transaction (one row updated thousands of times in one
         // transaction walks an ever longer version chain, which would measure that, not the recorder).
-        let loadStart = Date()
+        let loadStart = Clock.system.now()
         var next = 0
         while next < total {
             let end = min(total, next + 100)
@@ -57,26 +58,27 @@ enum FinanceBenchCommand {
                     try recorder.apply(.paymentSucceeded(paymentID: "pay_\(i)", money: EventMoney(
                         amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim"),
                         at: FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i))),
-                        merchantId: merchantId, on: conn, now: Date())
+                        merchantId: merchantId, on: conn, now: Clock.system.now())
                 }
             }
             next = end
         }
-        let loadSeconds = Date().timeIntervalSince(loadStart)
+        let loadSeconds = Clock.system.now().timeIntervalSince(loadStart)
         Console.out(String(format: "finance: recorded %d payments in %.1f s (%.0f events/s through FinanceRecorder)",
                            total, loadSeconds, Double(total) / loadSeconds))
         try batchFigures(total: total, recorder: recorder, pool: pool, app: app)
 
         // The feed writer numbers everything recorded so far (it streamed along while the load ran).
         app.finance.startIngest()
-        let feedStart = Date()
+        let feedStart = Clock.system.now()
         let changes = try countChanges(pool)
         while try countFed(pool) < changes {
-            guard Date().timeIntervalSince(feedStart) < 600 else { throw TenderError("bench_feed_stuck", "feed did not catch up") }
+            guard Clock.system.now().timeIntervalSince(feedStart) < 600 else { throw TenderError("bench_feed_stuck",
+                "feed did not catch up") }
             usleep(20_000)
         }
         Console.out(String(format: "finance: feed writer caught up with %d changes %.2f s after the load",
-                           changes, Date().timeIntervalSince(feedStart)))
+                           changes, Clock.system.now().timeIntervalSince(feedStart)))
 
         let server = HTTPServer(configuration: ServeCommand.httpConfiguration(configuration), router: app.router())
         try server.start()
@@ -88,13 +90,13 @@ enum FinanceBenchCommand {
 
         // Catch-up from zero over SSE.
         let client = try BenchSSEClient(port: server.boundPort, path: path, key: key)
-        let catchUpStart = Date()
+        let catchUpStart = Clock.system.now()
         var received = 0
         while let event = client.next(timeoutSeconds: 30) {
             if event.name == "caught-up" { break }
             received += event.transactionCount
         }
-        let catchUpSeconds = Date().timeIntervalSince(catchUpStart)
+        let catchUpSeconds = Clock.system.now().timeIntervalSince(catchUpStart)
         let catchUpRate = Double(received) / catchUpSeconds
         Console.out(String(format: "finance: SSE catch-up streamed %d changes in %.2f s = %.0f changes/s",
                            received, catchUpSeconds, catchUpRate))
@@ -146,7 +148,7 @@ enum FinanceBenchCommand {
         let liveCount = rate * seconds
         var threads: [Thread] = []
         if let importer {
-            let importDeadline = Date().addingTimeInterval(Double(seconds))
+            let importDeadline = Clock.system.now().addingTimeInterval(Double(seconds))
             threads.append(Thread {
                 let lines = 400_000
                 do {
@@ -160,17 +162,17 @@ enum FinanceBenchCommand {
                             SELECT 1, g, 'settlement line ' || g || repeat('x', 100) FROM generate_series(1, $1::int) g
                             """, [lines])
                         importStats.withLock { $0.lines = lines }
-                        while Date() < importDeadline.addingTimeInterval(-Double(seconds) / 2) { usleep(50_000) }
+                        while Clock.system.now() < importDeadline.addingTimeInterval(-Double(seconds) / 2) { usleep(50_000) }
                     }
                     var next = 0
-                    while Date() < importDeadline {
+                    while Clock.system.now() < importDeadline {
                         let events = (next..<(next + 1_000)).map { i in
                             BusinessEvent.paymentSucceeded(paymentID: "imp_\(i)", money: EventMoney(
                                 amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim"),
                                 at: FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i)))
                         }
                         _ = try pool.transaction { conn in
-                            try recorder.apply(events, merchantId: importer, on: conn, now: Date(), missingPostings: .fail)
+                            try recorder.apply(events, merchantId: importer, on: conn, now: Clock.system.now(), missingPostings: .fail)
                         }
                         next += events.count
                         importStats.withLock { $0.events = next }
@@ -182,7 +184,7 @@ enum FinanceBenchCommand {
         }
         threads.append(Thread {
             let interval = 1.0 / Double(max(rate, 1))
-            let start = Date()
+            let start = Clock.system.now()
             for i in 0..<liveCount {
                 let due = start.addingTimeInterval(Double(i) * interval)
                 let wait = due.timeIntervalSinceNow
@@ -192,8 +194,8 @@ enum FinanceBenchCommand {
                     try pool.transaction { conn in
                         try recorder.apply(.paymentSucceeded(paymentID: id, money: EventMoney(
                             amountMinor: 1_000, currencyCode: "USD", processor: "sim"),
-                            at: FinanceTimestamp(secondsSinceEpoch: Int64(Date().timeIntervalSince1970))),
-                            merchantId: merchantId, on: conn, now: Date())
+                            at: FinanceTimestamp(secondsSinceEpoch: Clock.system.unixSeconds())),
+                            merchantId: merchantId, on: conn, now: Clock.system.now())
                     }
                     let committed = DispatchTime.now().uptimeNanoseconds
                     commits.withLock { $0["payment_succeeded \(id)"] = committed }
@@ -245,17 +247,17 @@ extension FinanceBenchCommand {
             ("paymentBooked transitions", { .paymentBooked(paymentID: "pay_\($0)", at: at($0 + 86_400)) }),
         ]
         for kind in kinds {
-            let start = Date()
+            let start = Clock.system.now()
             var slowest = 0.0
             for first in stride(from: 0, to: total, by: batch) {
                 let events = (first..<min(total, first + batch)).map(kind.event)
-                let batchStart = Date()
+                let batchStart = Clock.system.now()
                 _ = try pool.transaction { conn in
-                    try recorder.apply(events, merchantId: merchantId, on: conn, now: Date(), missingPostings: .fail)
+                    try recorder.apply(events, merchantId: merchantId, on: conn, now: Clock.system.now(), missingPostings: .fail)
                 }
-                slowest = max(slowest, Date().timeIntervalSince(batchStart))
+                slowest = max(slowest, Clock.system.now().timeIntervalSince(batchStart))
             }
-            let seconds = Date().timeIntervalSince(start)
+            let seconds = Clock.system.now().timeIntervalSince(start)
             Console.out("finance: batched \(total) \(kind.label) in " + String(
                 format: "%.1f s (%.0f events/s, %d per batch, slowest batch %.2f s)",
                 seconds, Double(total) / seconds, batch, slowest))
@@ -306,18 +308,19 @@ final class BenchSSEClient {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else { throw TenderError("bench_connect", "cannot connect to the bench server") }
-        let head = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(key)\r\n\r\n".utf8)
+        let head = Array(("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+            + "Authorization: Bearer \(key)\r\n\r\n").utf8)
         _ = head.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
     deinit { close(fd) }
 
     func next(timeoutSeconds: Double) -> Event? {
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        let deadline = Clock.system.now().addingTimeInterval(timeoutSeconds)
         var chunk = [UInt8](repeating: 0, count: 262_144)
         while true {
             if let event = takeEvent() { return event }
-            if Date() > deadline { return nil }
+            if Clock.system.now() > deadline { return nil }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n > 0 { raw += chunk[0..<n]; dechunk() } else if n == 0 { return nil }
         }

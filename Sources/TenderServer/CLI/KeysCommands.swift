@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import Postgres
 
 /// `tender keys import|csr|list|retire` (README.md, Commands): merchant Apple Pay keys, sealed at rest.
@@ -41,11 +42,15 @@ enum KeysCommands {
                 try store.importKey(merchantId: merchantId, certificate: certificate, privateKey: $0, kind: kind ?? .processing)
             } ?? store.importCertificate(merchantId: merchantId, certificate: certificate, kind: kind)
             if let hash = info.publicKeyHash {
-                struct Output: Encodable { let publicKeyHash: String; let keyId: String; let merchantId: String; let certificateNotAfter: Date }
-                KeysCommands.printJSON(Output(publicKeyHash: hash, keyId: info.keyId, merchantId: info.merchantId, certificateNotAfter: info.certificateNotAfter))
+                struct Output: Encodable {
+                    let publicKeyHash: String; let keyId: String; let merchantId: String; let certificateNotAfter: Date
+                }
+                KeysCommands.printJSON(Output(publicKeyHash: hash, keyId: info.keyId, merchantId: info.merchantId,
+                    certificateNotAfter: info.certificateNotAfter))
             } else {
                 struct Output: Encodable { let keyId: String; let merchantId: String; let kind: String; let certificateNotAfter: Date }
-                KeysCommands.printJSON(Output(keyId: info.keyId, merchantId: info.merchantId, kind: info.kind.rawValue, certificateNotAfter: info.certificateNotAfter))
+                KeysCommands.printJSON(Output(keyId: info.keyId, merchantId: info.merchantId, kind: info.kind.rawValue,
+                    certificateNotAfter: info.certificateNotAfter))
             }
             return .success
         case "csr":
@@ -70,7 +75,8 @@ enum KeysCommands {
                 throw TenderError("file_unwritable", "--out: cannot write \(path); the key \(pending.keyId) stays pending, run csr again")
             }
             struct Output: Encodable {
-                let keyId: String; let merchantId: String; let kind: String; let publicKeyHash: String; let certificateSigningRequest: String
+                let keyId: String; let merchantId: String; let kind: String; let publicKeyHash: String
+                let certificateSigningRequest: String
             }
             KeysCommands.printJSON(Output(keyId: pending.keyId, merchantId: merchantId, kind: kind.rawValue,
                                           publicKeyHash: pending.publicKeyHash, certificateSigningRequest: path))
@@ -118,10 +124,7 @@ enum KeysCommands {
 
     /// Pretty, key-sorted JSON with RFC 3339 dates (openapi.yaml times).
     static func printJSON<T: Encodable>(_ value: T) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        if let data = try? encoder.encode(value) { Console.out(String(decoding: data, as: UTF8.self)) }
+        if let data = try? JSONCoding.prettyEncoder.encode(value) { Console.out(String(decoding: data, as: UTF8.self)) }
     }
 
     static func parseKind(_ text: String) throws(UsageError) -> MerchantKeyKind {

@@ -55,7 +55,9 @@ enum PaymentsCommands {
             if args.wantsHelp { Console.out(help); return .success }
             try args.expectPositionals(0)
             let paymentId = args.value("payment-id"), refundId = args.value("refund-id")
-            guard (paymentId == nil) != (refundId == nil) else { throw UsageError(message: "give exactly one of --payment-id and --refund-id") }
+            guard (paymentId == nil) != (refundId == nil) else {
+                throw UsageError(message: "give exactly one of --payment-id and --refund-id")
+            }
             let (_, pool) = try TenderCLI.openDatabase(environment)
             defer { pool.close() }
             let sql: SQL = paymentId != nil ? """
@@ -99,8 +101,8 @@ enum PaymentsCommands {
         }
         let (configuration, pool) = try TenderCLI.openDatabase(environment)
         defer { pool.close() }
-        guard let refund = try PaymentsService.settleAcceptedRefund(refundId, as: confirmation, pool: pool,
-                                                                    subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)])
+        let ledger = FinancePaymentSink(processor: configuration.processor.rawValue)
+        guard let refund = try PaymentsService.settleAcceptedRefund(refundId, as: confirmation, pool: pool, subscribers: [ledger])
         else {
             throw TenderError("refund_not_accepted", "\(refundId) is not a pending refund accepted by the processor")
         }

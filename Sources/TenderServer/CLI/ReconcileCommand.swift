@@ -1,11 +1,14 @@
 import Crypto
 import Foundation
+import HTTPServer
 import Observability
 import Postgres
 import Reconciliation
+import Time
 
 /// `tender reconcile`: imports a settlement report file and prints the report summary as JSON.
 enum ReconcileCommand {
+    private static let lagMax = TenderConfiguration.reconciliationSettlementLagSecondsMax
     static let help = """
         usage: tender reconcile --merchant-id ID --format generic|adyen-sdr FILE [--supersede]
                                 [--amount-tolerance-minor N] [--settlement-lag-seconds N]
@@ -16,7 +19,7 @@ enum ReconcileCommand {
           --amount-tolerance-minor N  largest |settled − recorded| still matched, in minor units
                                       (0...\(TenderConfiguration.reconciliationAmountToleranceMinorMax); default 0, exact)
           --settlement-lag-seconds N  how long a recorded payment may be absent from settlements before
-                                      it is missing_in_settlement (0...\(TenderConfiguration.reconciliationSettlementLagSecondsMax); default 604800)
+                                      it is missing_in_settlement (0...\(lagMax); default 604800)
         The two override TENDER_RECON_AMOUNT_TOLERANCE_MINOR and TENDER_RECON_SETTLEMENT_LAG_SECONDS.
         Exit 0 on success; 1 when the file is invalid (stderr names the code, line and column) or
         a batch conflicts; 64 for a bad flag.
@@ -81,7 +84,7 @@ enum ReconcileCommand {
             let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,
                 source: try FileChunkSource(path: path, chunkBytes: chunkBytes),
-                supersede: args.flag("supersede"), now: Date())
+                supersede: args.flag("supersede"), now: Clock.system.now())
             // Phase timings on stderr (the report on stdout stays byte-identical across runs).
             logger.info("settlement report imported", [
                 ("report_id", outcome.report.id), ("created", String(outcome.created)),
@@ -91,13 +94,15 @@ enum ReconcileCommand {
                 ("effects_ms", String(Int64(outcome.effectsSeconds * 1000))),
                 ("effects_applied", String(outcome.effectsApplied)),
             ])
-            Console.out(String(decoding: try outcome.report.jsonBytes(), as: UTF8.self))
+            Console.out(String(decoding: try JSONCoding.encoder.encode(outcome.report), as: UTF8.self))
             return .success
         } catch SettlementImportError.invalidFile(let error) {
-            Console.err("tender reconcile: error settlement_file_invalid: \(error.code.rawValue) at line \(error.line), column \(error.column)")
+            Console.err("tender reconcile: error settlement_file_invalid: \(error.code.rawValue)"
+                + " at line \(error.line), column \(error.column)")
             return .failure
         } catch SettlementImportError.batchConflict(let batchId, let reportId) {
-            Console.err("tender reconcile: error settlement_batch_conflict: batch \(batchId) was imported by \(reportId) with other content (use --supersede)")
+            Console.err("tender reconcile: error settlement_batch_conflict: batch \(batchId) was imported by \(reportId)"
+                + " with other content (use --supersede)")
             return .failure
         }
     }

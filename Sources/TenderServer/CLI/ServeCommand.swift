@@ -62,7 +62,7 @@ enum ServeCommand {
         let group = ServiceGroup(logger: logger)
         let stopMilliseconds = configuration.limits.drainDeadlineMilliseconds + servicesStopMilliseconds
         let services = app.serveServices(server: server, sessionExpiry: sessionExpiry,
-                                         now: { Date(timeIntervalSince1970: TimeInterval(Clock.now().unixSeconds)) })
+                                         now: { [clock = app.clock] in clock.now() })
         do {
             try group.start(services, stoppingWithinMilliseconds: stopMilliseconds)
         } catch let error as HTTPServerError where error.code == "bind_failed" {

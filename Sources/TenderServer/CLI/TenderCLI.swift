@@ -284,7 +284,8 @@ enum SandboxCommands {
             defer { pool.close() }
             let store = MerchantStore(pool: pool)
             if try store.merchant(id: sandboxMerchantId) != nil {
-                Console.err("tender: sandbox merchant \(sandboxMerchantId) exists; its API key was printed when it was created (new key: tender api-keys create --merchant-id \(sandboxMerchantId))")
+                Console.err("tender: sandbox merchant \(sandboxMerchantId) exists;"
+                    + " its API key was printed when it was created (new key: tender api-keys create --merchant-id \(sandboxMerchantId))")
             } else {
                 let merchant = try Merchant.validated(
                     merchantId: sandboxMerchantId, displayName: "Tender Sandbox", domains: ["localhost"],

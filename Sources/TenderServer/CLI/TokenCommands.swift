@@ -5,6 +5,7 @@ import Money
 import Postgres
 #if canImport(Glibc)
 import Glibc
+import Time
 #endif
 
 /// `tender token decrypt` (README.md, Commands): offline verification and decryption of one token, no database.
@@ -32,7 +33,7 @@ enum TokenCommands {
         try args.expectPositionals(0)
         let tokenPath = try args.required("token"), certificatePath = try args.required("certificate")
         let keyPath = try args.required("private-key")
-        let now = try args.value("at").map { (text: String) throws(UsageError) in try parseTime(text, flag: "at") } ?? Date()
+        let now = try args.value("at").map { (text: String) throws(UsageError) in try parseTime(text, flag: "at") } ?? Clock.system.now()
         let configuration = try TenderConfiguration.load(environment: environment)
         do {
             let token = try readToken(tokenPath)
@@ -67,10 +68,7 @@ enum TokenCommands {
 
     /// RFC 3339 / ISO 8601 with or without fractional seconds.
     static func parseTime(_ text: String, flag: String) throws(UsageError) -> Date {
-        let plain = ISO8601DateFormatter()
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        guard let date = plain.date(from: text) ?? fractional.date(from: text) else {
+        guard let date = RFC3339.date(from: text) else {
             throw UsageError(message: "--\(flag) must be an ISO 8601 time such as 2024-01-08T17:54:44Z")
         }
         return date
@@ -158,7 +156,7 @@ extension SandboxCommands {
         if args.wantsHelp { Console.out(initHelp); return .success }
         try args.expectPositionals(0)
         let merchantId = args.value("merchant-id") ?? sandboxMerchantId
-        let hash = try writeSandbox(directory: try args.required("dir"), merchantId: merchantId, now: Date())
+        let hash = try writeSandbox(directory: try args.required("dir"), merchantId: merchantId, now: Clock.system.now())
         struct Output: Encodable { let dir: String; let merchantId: String; let publicKeyHash: String }
         KeysCommands.printJSON(Output(dir: try args.required("dir"), merchantId: merchantId, publicKeyHash: hash))
         return .success
@@ -212,7 +210,8 @@ extension SandboxCommands {
         if args.wantsHelp { Console.out(tokenHelp); return .success }
         try args.expectPositionals(0)
         let directory = try args.required("dir")
-        let signingTime = try args.value("at").map { (text: String) throws(UsageError) in try TokenCommands.parseTime(text, flag: "at") } ?? Date()
+        let signingTime = try args.value("at").map { (text: String) throws(UsageError) in try TokenCommands.parseTime(text,
+            flag: "at") } ?? Clock.system.now()
         let amountMinor: Int64, currency: Currency, applicationData: [UInt8]
         if let session = args.value("session") {
             guard args.value("amount") == nil, args.value("currency") == nil, args.value("application-data") == nil else {
@@ -224,7 +223,8 @@ extension SandboxCommands {
                 throw UsageError(message: "--currency must be an ISO 4217 code such as USD")
             }
             do { amountMinor = try currency.parseAmount(try args.required("amount")) } catch let error as UsageError { throw error } catch {
-                throw UsageError(message: "--amount must be a decimal with \(currency.minorUnits) fraction digits, e.g. \(currency.formatAmount(1498))")
+                throw UsageError(message: "--amount must be a decimal with \(currency.minorUnits)"
+                    + " fraction digits, e.g. \(currency.formatAmount(1498))")
             }
             guard let data = Data(base64Encoded: try args.required("application-data")) else {
                 throw UsageError(message: "--application-data must be base64")
@@ -276,7 +276,7 @@ extension SandboxCommands {
     static func bootstrapSandboxKeys(configuration: TenderConfiguration, pool: PostgresPool) throws {
         let directory = configuration.dataDirectory + "/sandbox"
         if !FileManager.default.fileExists(atPath: directory + "/root.pem") {
-            _ = try writeSandbox(directory: directory, merchantId: sandboxMerchantId, now: Date())
+            _ = try writeSandbox(directory: directory, merchantId: sandboxMerchantId, now: Clock.system.now())
             Console.out("tender: sandbox Apple stand-in written to \(directory) (trust it with TENDER_APPLE_ROOTS=\(directory)/root.pem)")
         }
         let (_, merchant) = try loadSandbox(directory: directory)

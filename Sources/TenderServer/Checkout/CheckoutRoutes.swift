@@ -5,6 +5,7 @@ import Money
 import PaymentRequest
 import Payments
 import Postgres
+import Time
 
 /// `POST /v1/checkout-sessions` response and `GET /v1/checkout-sessions/{id}` (openapi.yaml).
 struct SessionView: Codable {
@@ -66,7 +67,7 @@ extension TenderApp {
         let tooLarge = CheckoutBuilder.amountCeilingIssues(cart)
         guard tooLarge.isEmpty else { throw CheckoutProblems.badRequest(PaymentRequestError(tooLarge)) }
         let profile = try merchant.profile()
-        let now = Clock.now()
+        let now = checkoutNow()
         return try Idempotency.singlePhase(pool: pool, merchantId: merchant.merchantId, key: key, request: request,
                                            storing: { try Self.sessionWithoutSecret($0) },
                                            replaying: { try self.sessionWithSecret($0) }) { conn in
@@ -159,7 +160,7 @@ extension TenderApp {
         guard CheckoutIdentifiers.isSessionId(sessionId) else { throw caller.notFound }
         let command = try CheckoutCommand.decode(event, body: request.body)
         let inputHash = Digest.sha256(Array(event.rawValue.utf8) + [0x0a] + request.body)
-        let now = Clock.now()
+        let now = checkoutNow()
 
         let outcome: UpdateOutcome = try pool.transaction { conn in
             guard let session = try CheckoutStore.lock(sessionId, on: conn) else { throw caller.notFound }

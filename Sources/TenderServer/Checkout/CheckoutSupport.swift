@@ -6,6 +6,7 @@ import Observability
 import PaymentRequest
 import Payments
 import Synchronization
+import Time
 
 /// Identifiers and secrets of checkout sessions (openapi.yaml).
 ///
@@ -92,8 +93,9 @@ enum CheckoutProblems {
 
     /// A decoding failure of Tender's own request object: 400 with every issue as a field error.
     static func badRequest(_ error: PaymentRequestError) -> HTTPProblem {
-        HTTPProblem(status: 400, code: error.code == "json_malformed" ? "malformed_json" : error.code,
-                    title: "Invalid request", detail: "The request body does not have the expected fields.",
+        let code = error.code == "json_malformed" ? ProblemType.malformedJSON.code : error.code
+        return HTTPProblem(status: 400, code: code, title: ProblemCatalogue.type(code: code)?.title ?? "Invalid request",
+                    detail: "The request body does not have the expected fields.",
                     errors: fieldErrors(error))
     }
 
@@ -102,7 +104,7 @@ enum CheckoutProblems {
     static func unprocessable(_ error: PaymentRequestError) -> HTTPProblem {
         var extra: [String: JSONValue] = [:]
         if let version = error.requiredAPIVersion { extra["requiredApiVersion"] = .number(String(version)) }
-        return HTTPProblem(status: 422, code: error.code, title: "Request not acceptable",
+        return ProblemCatalogue.requestNotAcceptable(code: error.code,
                            detail: "The request breaks one or more Apple Pay request rules.", errors: fieldErrors(error),
                            extra: extra)
     }
@@ -121,16 +123,16 @@ enum CheckoutProblems {
         }
     }
 
-    static let sessionNotFound = HTTPProblem(status: 404, code: "session_not_found", title: "Not found",
+    static let sessionNotFound = HTTPProblem(.sessionNotFound,
                                              detail: "No such checkout session.")
-    static let sessionNotOpen = HTTPProblem(status: 409, code: "session_not_open", title: "Session not open",
+    static let sessionNotOpen = HTTPProblem(.sessionNotOpen,
                                             detail: "This checkout session no longer accepts updates.")
-    static let sessionExpired = HTTPProblem(status: 410, code: "session_expired", title: "Session expired",
+    static let sessionExpired = HTTPProblem(.sessionExpired,
                                             detail: "This checkout session has expired.")
 
     /// A 422 with one field error, for Tender's own validation of coupons and tax rates.
     static func invalid(_ code: String, field: String, _ message: String) -> HTTPProblem {
-        HTTPProblem(status: 422, code: code, title: "Request not acceptable", detail: message,
+        ProblemCatalogue.requestNotAcceptable(code: code, detail: message,
                     errors: [HTTPProblem.FieldError(field: field, code: code, message: message)])
     }
 }
@@ -156,11 +158,14 @@ struct StrictBody<Value: Decodable>: Decodable {
     }
 }
 
-/// The clock of the shell, as the pure core's `Timestamp`, in whole seconds so `expiresAt` reads
-/// `2026-01-31T09:30:00Z` and coupon expiry (Unix seconds) compares like for like.
-enum Clock {
-    static func now() -> Timestamp {
-        Timestamp(unixSeconds: Int64(Date().timeIntervalSince1970.rounded(.down)))
+extension TenderApp {
+    /// The clock every route reads "now" from: the configuration's (tests fix or advance it).
+    public var clock: Clock { configuration.clock }
+
+    /// Checkout's "now", as the pure core's `Timestamp`, in whole seconds so `expiresAt` reads
+    /// `2026-01-31T09:30:00Z` and coupon expiry (Unix seconds) compares like for like.
+    func checkoutNow() -> Timestamp {
+        Timestamp(unixSeconds: clock.unixSeconds())
     }
 }
 

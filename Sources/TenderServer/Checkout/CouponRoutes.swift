@@ -115,14 +115,16 @@ extension TenderApp {
         }))
         router.add("POST", "/v1/coupons/{code}/disable", guarded(authenticated { [self] request, merchant in
             let code = request.pathParameters["code"] ?? ""
-            guard let coupon = try self.pool.withConnection({ try CouponStore.disable(merchantId: merchant.merchantId, code: code, on: $0) }) else {
+            guard let coupon = try self.pool.withConnection({ try CouponStore.disable(merchantId: merchant.merchantId, code: code,
+                on: $0) }) else {
                 throw CouponStore.notFound
             }
             return .json(CouponView(coupon, disabled: true))
         }))
         router.add("DELETE", "/v1/coupons/{code}", guarded(authenticated { [self] request, merchant in
             let code = request.pathParameters["code"] ?? ""
-            guard let deleted = try self.pool.withConnection({ try CouponStore.delete(merchantId: merchant.merchantId, code: code, on: $0) }) else {
+            guard let deleted = try self.pool.withConnection({ try CouponStore.delete(merchantId: merchant.merchantId, code: code,
+                on: $0) }) else {
                 throw CouponStore.notFound
             }
             struct Deleted: Encodable { let code: String; let deleted: Bool }
@@ -213,7 +215,7 @@ extension TenderApp {
             }
         }
         guard errors.list.isEmpty, let kind else {
-            throw HTTPProblem(status: 422, code: errors.list.first?.code ?? "coupon_invalid", title: "Request not acceptable",
+            throw ProblemCatalogue.requestNotAcceptable(code: errors.list.first?.code ?? "coupon_invalid",
                               detail: "The coupon is not valid.", errors: errors.list)
         }
         return Coupon(code: code, kind: kind, currency: currency, expiresAtUnixSeconds: expiresAt,
@@ -252,7 +254,7 @@ extension TenderApp {
             }
         }
         if let first = errors.list.first {
-            throw HTTPProblem(status: 422, code: first.code, title: "Request not acceptable",
+            throw ProblemCatalogue.requestNotAcceptable(code: first.code,
                               detail: "The tax table is not valid.", errors: errors.list)
         }
         return rules
@@ -301,7 +303,7 @@ enum CouponStore {
                 """, parameters)
         } catch {
             guard error.isUniqueViolation else { throw error }
-            throw HTTPProblem(status: 409, code: "coupon_exists", title: "Coupon exists",
+            throw HTTPProblem(.couponExists,
                               detail: "A coupon with this code already exists.")
         }
         return result.first != nil
@@ -313,7 +315,7 @@ enum CouponStore {
         FROM coupons WHERE merchant_id = $1 ORDER BY code
         """
 
-    static let notFound = HTTPProblem(status: 404, code: "coupon_not_found", title: "Not found", detail: "No such coupon.")
+    static let notFound = HTTPProblem(.couponNotFound, detail: "No such coupon.")
 
     /// Disables the coupon (idempotent); nil when the merchant has no such code.
     static func disable(merchantId: String, code: String, on conn: PostgresConnection) throws -> Coupon? {

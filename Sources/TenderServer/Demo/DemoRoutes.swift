@@ -4,6 +4,7 @@ import Foundation
 import HTTPServer
 import Money
 import PaymentRequest
+import Time
 
 /// The sandbox stand-ins the demo store uses in place of Apple (only with `TENDER_DEMO=on`, which the
 /// configuration refuses in production).
@@ -94,7 +95,7 @@ extension TenderApp {
         let (amountMinor, currency, applicationData) = try SandboxCommands.sessionTerms(session.sessionId, pool: pool)
         let token = try loaded.0.mintToken(SandboxTokenRequest(
             amountMinor: amountMinor, currencyCodeNumeric: currency.numericCodeString,
-            applicationData: applicationData, signingTime: Date()), for: loaded.1)
+            applicationData: applicationData, signingTime: clock.now()), for: loaded.1)
         return HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: token)
     }
 
@@ -102,7 +103,7 @@ extension TenderApp {
     func sandboxMerchantSession(validationURL: String, merchant: Merchant) -> HTTPResponse? {
         guard configuration.demoEnabled, merchant.merchantId == SandboxCommands.sandboxMerchantId,
               validationURL == DemoSandbox.validationURL else { return nil }
-        let nowMilliseconds = Int64(Date().timeIntervalSince1970 * 1_000)
+        let nowMilliseconds = clock.unixMilliseconds()
         var response = HTTPResponse.json(DemoSandbox.MerchantSession(
             epochTimestamp: nowMilliseconds, expiresAt: nowMilliseconds + 300_000,
             merchantSessionIdentifier: "SSH" + DemoSandbox.hex(SecureRandom.bytes(16)),
@@ -135,10 +136,8 @@ extension TenderApp {
 }
 
 enum DemoProblems {
-    static let notBootstrapped = HTTPProblem(
-        status: 503, code: "demo_not_bootstrapped", title: "Demo not ready",
+    static let notBootstrapped = HTTPProblem(.demoNotBootstrapped,
         detail: "The sandbox merchant or its keys are missing; run `tender sandbox bootstrap`.")
-    static let notSandboxMerchant = HTTPProblem(
-        status: 403, code: "not_sandbox_merchant", title: "Not a sandbox session",
+    static let notSandboxMerchant = HTTPProblem(.notSandboxMerchant,
         detail: "Sandbox tokens are minted only for the sandbox merchant's sessions.")
 }

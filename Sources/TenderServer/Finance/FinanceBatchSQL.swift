@@ -182,24 +182,8 @@ enum FinanceBatchSQL {
         }
     }
 
-    /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
-    /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
-    /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
-    /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
-    /// writers cannot deadlock). Returns the accounts created and every touched balance after the change.
-    private static func writeInserts(
-        _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
-        merchantId: String, on conn: PostgresConnection
-    ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
-        let identity = plan.context.identity
-        // Key order: two batches creating the same accounts wait on each other's keys in one order.
-        let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
-        let newPostings = plan.newPostings
-        let legs = newPostings.flatMap { posting in
-            posting.entries.enumerated().map { (postingKey: posting.key, leg: $0.offset, entry: $0.element) }
-        }
-        let balances = plan.balanceChanges
-        let result = try conn.query("""
+    /// `writeInserts`' one statement: accounts, postings, legs, finance accounts, balances, transactions.
+    private static let insertsStatement: SQL = """
             WITH acc AS (
                 INSERT INTO finance_ledger_accounts (merchant_id, account_key, ledger_class, currency_code, exposed,
                                                      account_id, display_name, institution_name)
@@ -251,7 +235,26 @@ enum FinanceBatchSQL {
               FROM acc
             UNION ALL
             SELECT 'balance', account_id::text, booked_minor, available_minor FROM bal
-            """, [merchantId,
+        """
+
+    /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
+    /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
+    /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
+    /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
+    /// writers cannot deadlock). Returns the accounts created and every touched balance after the change.
+    private static func writeInserts(
+        _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
+        merchantId: String, on conn: PostgresConnection
+    ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
+        let identity = plan.context.identity
+        // Key order: two batches creating the same accounts wait on each other's keys in one order.
+        let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
+        let newPostings = plan.newPostings
+        let legs = newPostings.flatMap { posting in
+            posting.entries.enumerated().map { (postingKey: posting.key, leg: $0.offset, entry: $0.element) }
+        }
+        let balances = plan.balanceChanges
+        let result = try conn.query(Self.insertsStatement, [merchantId,
                   PGArray.text(accounts.map(\.key)),
                   PGArray.text(accounts.map(\.ledgerClass.rawValue)),
                   PGArray.text(accounts.map(\.currencyCode)),

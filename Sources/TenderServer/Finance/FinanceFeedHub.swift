@@ -4,6 +4,7 @@ import HTTPServer
 import Observability
 import Postgres
 import Synchronization
+import Time
 
 /// Serves every finance monitoring stream (SSE) from one thread (issue 6 item 5: no worker per idle
 /// subscriber). It LISTENs on `tender_finance`, which the feed writer (FinanceFeedIngest) notifies once
@@ -53,8 +54,12 @@ public final class FinanceFeedHub: Sendable {
     private let listener: Mutex<PostgresListener?> = Mutex(nil)
     private let finished = DispatchSemaphore(value: 0)
 
+    private let clock: Clock
+
     /// Creates a hub; its thread starts with the first subscriber (or `start()`).
-    public init(pool: PostgresPool, codec: HistoryTokenCodec, logger: Logger, settings: Settings = Settings()) {
+    public init(pool: PostgresPool, codec: HistoryTokenCodec, logger: Logger, settings: Settings = Settings(),
+                clock: Clock = .system) {
+        self.clock = clock
         self.pool = pool
         self.codec = codec
         self.logger = logger
@@ -160,7 +165,7 @@ public final class FinanceFeedHub: Sendable {
         guard subscriber.due else { return subscriber }
         do {
             for _ in 0..<settings.pagesPerTurnMax {
-                let now = FinanceTimestamp(secondsSinceEpoch: Int64(Date().timeIntervalSince1970))
+                let now = FinanceTimestamp(secondsSinceEpoch: clock.unixSeconds())
                 let page = try pool.withConnection { conn in
                     try FinanceReader.feedPage(scope: subscriber.scope, after: subscriber.position,
                                                pageSize: settings.pageSize, codec: codec, now: now, on: conn)

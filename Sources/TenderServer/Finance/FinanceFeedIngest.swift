@@ -4,6 +4,7 @@ import Foundation
 import Observability
 import Postgres
 import Synchronization
+import Time
 
 /// The feed writer (docs/finance-feed.md): reads `finance_change` inserts from this database's logical
 /// replication slot (pgoutput, publication `tender_finance_feed`) in commit order, numbers them in
@@ -77,8 +78,11 @@ public final class FinanceFeedIngest: Sendable {
     /// Monotonic creation time: the feed counts as behind from here until some process streams.
     let createdNanoseconds = DispatchTime.now().uptimeNanoseconds
 
+    private let clock: Clock
+
     /// Creates a writer; nothing runs until `start()`.
-    public init(pool: PostgresPool, logger: Logger, settings: Settings = Settings()) {
+    public init(pool: PostgresPool, logger: Logger, settings: Settings = Settings(), clock: Clock = .system) {
+        self.clock = clock
         if let name = settings.slotName {
             precondition(PostgresReplicationConnection.isValidSlotName(name), "slot names are [a-z0-9_]{1,63}")
         }
@@ -561,10 +565,12 @@ extension FinanceFeedIngest {
         let walLevel: String = try row.decode("wal_level")
         guard walLevel == "logical" else {
             throw TenderError("finance_feed_unavailable",
-                              "wal_level is '\(walLevel)'; the finance feed needs wal_level = logical (restart PostgreSQL after setting it)")
+                              "wal_level is '\(walLevel)'; the finance feed needs wal_level = logical"
+                                  + " (restart PostgreSQL after setting it)")
         }
         guard try row.decode("slots", as: Int.self) > 0, try row.decode("senders", as: Int.self) > 0 else {
-            throw TenderError("finance_feed_unavailable", "max_replication_slots and max_wal_senders must be at least 1 (one per Tender database)")
+            throw TenderError("finance_feed_unavailable",
+                "max_replication_slots and max_wal_senders must be at least 1 (one per Tender database)")
         }
         guard try row.decodeIfPresent("may_replicate", as: Bool.self) == true else {
             throw TenderError("finance_feed_unavailable", "the database role needs the REPLICATION attribute (ALTER ROLE … REPLICATION)")
@@ -591,7 +597,7 @@ extension FinanceFeedIngest {
             health.safeWALBytes = try row.decode("safe_wal")
             health.lagBytes = try row.decode("lag")
         }
-        let nowMicroseconds = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let nowMicroseconds = clock.unixMicroseconds()
         if status.oldestPendingCommitMicroseconds > 0 {
             health.lagSeconds = max(0, Double(nowMicroseconds - status.oldestPendingCommitMicroseconds) / 1_000_000)
         } else if !health.slotActive {

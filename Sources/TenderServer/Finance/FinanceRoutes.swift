@@ -5,6 +5,7 @@ import HTTPServer
 import Observability
 import Postgres
 import Synchronization
+import Time
 
 /// The finance store's shell state: the history-token codec and the monitoring hub, both made on
 /// first use (the token key needs the master key file; the hub needs a LISTEN connection).
@@ -19,6 +20,8 @@ public final class FinanceFeature: Sendable {
     private let masterKeyFile: String
     private let logger: Logger
     private let hubSettings: FinanceFeedHub.Settings
+    /// Where the feature's "now" comes from (the hub's pages, the feed writer's lag).
+    public let clock: Clock
     private let state = Mutex<(codec: HistoryTokenCodec?, hub: FinanceFeedHub?)>((nil, nil))
     /// The feed writer (docs/finance-feed.md); started by `serve`, or by the first history read.
     public let ingest: FinanceFeedIngest
@@ -26,13 +29,14 @@ public final class FinanceFeature: Sendable {
     /// Creates the feature; nothing is loaded or started yet.
     public init(pool: PostgresPool, masterKeyFile: String, logger: Logger, limits: FinanceLimits = FinanceLimits(),
                 hubSettings: FinanceFeedHub.Settings = FinanceFeedHub.Settings(),
-                ingestSettings: FinanceFeedIngest.Settings = FinanceFeedIngest.Settings()) {
+                ingestSettings: FinanceFeedIngest.Settings = FinanceFeedIngest.Settings(), clock: Clock = .system) {
         self.pool = pool
+        self.clock = clock
         self.masterKeyFile = masterKeyFile
         self.logger = logger
         self.limits = limits
         self.hubSettings = hubSettings
-        self.ingest = FinanceFeedIngest(pool: pool, logger: logger, settings: ingestSettings)
+        self.ingest = FinanceFeedIngest(pool: pool, logger: logger, settings: ingestSettings, clock: clock)
     }
 
     /// Starts the feed writer once (later calls do nothing).
@@ -61,7 +65,7 @@ public final class FinanceFeature: Sendable {
         let codec = try codec()
         return state.withLock { state in
             if let hub = state.hub { return hub }
-            let hub = FinanceFeedHub(pool: pool, codec: codec, logger: logger, settings: hubSettings)
+            let hub = FinanceFeedHub(pool: pool, codec: codec, logger: logger, settings: hubSettings, clock: clock)
             state.hub = hub
             return hub
         }
@@ -134,7 +138,7 @@ extension TenderApp {
             pageSize = value
         }
         let codec = try finance.codec()
-        let now = FinanceTimestamp(secondsSinceEpoch: Int64(Date().timeIntervalSince1970))
+        let now = FinanceTimestamp(secondsSinceEpoch: clock.unixSeconds())
         let monitoring = request.headers["Accept"]?.lowercased().contains("text/event-stream") == true
         // A reconnecting EventSource sends Last-Event-ID, which is newer than the URL's `since`.
         let token = monitoring ? (request.lastEventID ?? parameters["since"]) : parameters["since"]
@@ -163,7 +167,7 @@ extension TenderApp {
     /// transfer off the processor balance). Idempotent: an arrived payout answers the same again. Another
     /// merchant's id, or one that is no payout, is 404; a payout a corrected settlement took back is 409.
     private func payoutArrived(_ id: String, merchantId: String) throws -> HTTPResponse {
-        let notFound = HTTPProblem(status: 404, code: "not_found", title: "Not found", detail: "No such payout.")
+        let notFound = HTTPProblem(.notFound, detail: "No such payout.")
         guard let transactionID = try? FinanceID(parsing: id) else { throw notFound }
         let payload: String = try pool.transaction { conn in
             guard let row = try conn.query("""
@@ -179,13 +183,13 @@ extension TenderApp {
             } else {
                 throw notFound
             }
-            let now = Date()
-            let at = FinanceTimestamp(secondsSinceEpoch: Int64(now.timeIntervalSince1970.rounded(.down)))
+            let now = clock.now()
+            let at = FinanceTimestamp(secondsSinceEpoch: UnixTime.seconds(now))
             do {
                 _ = try FinanceRecorder().apply([.payoutArrived(payoutID: payoutID, at: at)], merchantId: merchantId,
                                                 on: conn, now: now, missingPostings: .fail)
             } catch let error as FinanceError where error.code == .statusTransitionInvalid || error.code == .postingNotFound {
-                throw HTTPProblem(status: 409, code: "payout_reversed", title: "Payout reversed",
+                throw HTTPProblem(.payoutReversed,
                                   detail: "A corrected settlement took this payout back; it cannot arrive.")
             }
             guard let deposit = try conn.query("""
@@ -259,7 +263,7 @@ enum FinanceHTTP {
                                                                message: "invalid value")])
         default:
             logger.error("finance read failed", [("code", error.code.rawValue), ("request_id", requestID)])
-            return HTTPProblem(status: 500, code: "internal_error", title: "Internal error",
+            return HTTPProblem(.internalError,
                                detail: "The request could not be completed.")
         }
     }

@@ -77,7 +77,8 @@ struct FinanceSettlementSink: SettlementEffectSink {
     /// same key gets ids of its own.
     func event(_ effect: FinanceEffect, version: Int = 0) -> BusinessEvent? {
         let at = FinanceTimestamp(secondsSinceEpoch: Self.unixSeconds(effect.postedDate))
-        let money = EventMoney(amountMinor: effect.amountMinor.magnitude > UInt64(Int64.max) ? Int64.max : Int64(effect.amountMinor.magnitude),
+        let magnitude = effect.amountMinor.magnitude
+        let money = EventMoney(amountMinor: magnitude > UInt64(Int64.max) ? Int64.max : Int64(magnitude),
                                currencyCode: effect.currencyCode, processor: processor)
         let id = Self.identifier(version == 0 ? effect.key : "\(effect.key)|v\(version)")
         let credit = effect.creditDebitIndicator == "credit"
@@ -147,13 +148,7 @@ struct FinanceSettlementSink: SettlementEffectSink {
     }
 
     static func unixSeconds(_ date: SettlementDate) -> Int64 {
-        // Days from civil (Howard Hinnant), noon UTC so the date survives any display time zone.
-        let y = Int64(date.month <= 2 ? date.year - 1 : date.year)
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let m = Int64(date.month)
-        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(date.day) - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return (era * 146_097 + doe - 719_468) * 86_400 + 43_200
+        date.noonUnixSeconds
     }
+
 }

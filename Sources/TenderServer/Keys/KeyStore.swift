@@ -97,13 +97,13 @@ public final class KeyStore: Sendable {
     /// Pay decryption; a second import of the same public key is `key_exists`. Importing an identity
     /// key retires the merchant's previous identity key (one is active at a time).
     public func importKey(merchantId: String, certificatePEM: String, privateKey keyText: String,
-                          kind: MerchantKeyKind, now: Date = Date()) throws -> StoredKeyInfo {
-        try importKey(merchantId: merchantId, certificate: Array(certificatePEM.utf8), privateKey: keyText, kind: kind, now: now)
+                          kind: MerchantKeyKind) throws -> StoredKeyInfo {
+        try importKey(merchantId: merchantId, certificate: Array(certificatePEM.utf8), privateKey: keyText, kind: kind)
     }
 
     /// As above with the certificate as Apple's portal hands it out (`.cer`, DER) or as PEM.
     public func importKey(merchantId: String, certificate certificateBytes: [UInt8], privateKey keyText: String,
-                          kind: MerchantKeyKind, now: Date = Date()) throws -> StoredKeyInfo {
+                          kind: MerchantKeyKind) throws -> StoredKeyInfo {
         let certificate = try Self.parseCertificate(certificateBytes)
         let key: PrivateKey
         do { key = try PrivateKey(pemOrBase64: keyText) } catch {
@@ -120,8 +120,8 @@ public final class KeyStore: Sendable {
     /// is found by the certificate's public key and moved to the merchant's keys unchanged (still
     /// sealed). `key_request_not_found` when no pending request has that public key;
     /// `key_request_mismatch` when it was made for another merchant or kind.
-    public func importCertificate(merchantId: String, certificate certificateBytes: [UInt8], kind: MerchantKeyKind?,
-                                  now: Date = Date()) throws -> StoredKeyInfo {
+    public func importCertificate(merchantId: String, certificate certificateBytes: [UInt8],
+                                  kind: MerchantKeyKind?) throws -> StoredKeyInfo {
         let certificate = try Self.parseCertificate(certificateBytes)
         let spkiHash = Self.spkiHash(certificate.publicKey)
         guard let row = try pool.query("""
@@ -129,17 +129,21 @@ public final class KeyStore: Sendable {
             WHERE spki_sha256 = $1 AND completed_at IS NULL
             """, [spkiHash]).first else {
             throw TenderError("key_request_not_found",
-                              "no pending `tender keys csr` key has this certificate's public key; give --private-key for a key made elsewhere")
+                              "no pending `tender keys csr` key has this certificate's public key"
+                                  + "; give --private-key for a key made elsewhere")
         }
         let keyId: String = try row.decode("key_id")
         let requestMerchant: String = try row.decode("merchant_id")
         let kindText: String = try row.decode("kind")
-        guard let requestKind = MerchantKeyKind(rawValue: kindText) else { throw TenderError("key_row_invalid", "unknown kind \(kindText)") }
+        guard let requestKind = MerchantKeyKind(rawValue: kindText) else { throw TenderError("key_row_invalid",
+            "unknown kind \(kindText)") }
         guard requestMerchant == merchantId else {
-            throw TenderError("key_request_mismatch", "this certificate's key was requested for merchant \(requestMerchant), not \(merchantId)")
+            throw TenderError("key_request_mismatch",
+                "this certificate's key was requested for merchant \(requestMerchant), not \(merchantId)")
         }
         if let kind, kind != requestKind {
-            throw TenderError("key_request_mismatch", "this certificate's key was requested as a \(requestKind.rawValue) key, not \(kind.rawValue)")
+            throw TenderError("key_request_mismatch",
+                "this certificate's key was requested as a \(requestKind.rawValue) key, not \(kind.rawValue)")
         }
         let key = try unseal(row, keyId: keyId, merchantId: merchantId, kind: requestKind)
         let publicKeyHash = try Self.checkPair(certificate: certificate, key: key, kind: requestKind, merchantId: merchantId)
@@ -217,7 +221,8 @@ public final class KeyStore: Sendable {
 
     static func parseCertificate(_ bytes: [UInt8]) throws(TenderError) -> Certificate {
         do { return try Certificate(derOrPEM: bytes) } catch {
-            throw TenderError("certificate_invalid", "the certificate parses neither as DER (Apple's .cer) nor as PEM X.509 (\(error.code.rawValue))")
+            throw TenderError("certificate_invalid",
+                "the certificate parses neither as DER (Apple's .cer) nor as PEM X.509 (\(error.code.rawValue))")
         }
     }
 
@@ -255,7 +260,8 @@ public final class KeyStore: Sendable {
             throw TenderError("key_unsupported", "processing keys are P-256 or RSA, not \(curve)")
         }
         if key.kind == .ecP256, merchantKey.merchantIdHash == nil {
-            throw TenderError("certificate_invalid", "the certificate lacks the merchant identifier extension \(AppleOID.merchantIdentifier)")
+            throw TenderError("certificate_invalid",
+                "the certificate lacks the merchant identifier extension \(AppleOID.merchantIdentifier)")
         }
         return merchantKey.publicKeyHashBase64
     }
@@ -287,7 +293,9 @@ public final class KeyStore: Sendable {
                         WHERE merchant_id = $1 AND kind = 'processing' AND status = 'active'
                         """, [merchantId]).first?.decode("n") ?? 0
                     guard active < KeyStoreLimits.activeProcessingKeysMax else {
-                        throw TenderError("too_many_keys", "merchant has \(active) active processing keys, limit \(KeyStoreLimits.activeProcessingKeysMax); retire one first")
+                        throw TenderError("too_many_keys",
+                            "merchant has \(active) active processing keys, limit \(KeyStoreLimits.activeProcessingKeysMax)"
+                                + "; retire one first")
                     }
                 case .identity:
                     _ = try conn.execute("""
@@ -363,7 +371,8 @@ public final class KeyStore: Sendable {
                                  [try found.decode("key_id") as String])
             return found
         }
-        guard let row else { throw TenderError("key_not_found", "no stored key with that \(column == "key_id" ? "key id" : "publicKeyHash")") }
+        guard let row else { throw TenderError("key_not_found",
+            "no stored key with that \(column == "key_id" ? "key id" : "publicKeyHash")") }
         let keyId: String = try row.decode("key_id")
         guard let info = try list().first(where: { $0.keyId == keyId }) else {
             throw TenderError("key_not_found", "key \(keyId) vanished")

@@ -35,11 +35,11 @@ struct CheckoutSessionGate: Sendable {
 
 /// Problems for session access, shared by this feature's routes.
 enum SessionAccessProblems {
-    static let notFound = HTTPProblem(status: 404, code: "session_not_found", title: "Not found",
+    static let notFound = HTTPProblem(.sessionNotFound,
                                       detail: "No such checkout session.")
-    static let expired = HTTPProblem(status: 410, code: "session_expired", title: "Checkout session expired",
+    static let expired = HTTPProblem(.sessionExpired,
                                      detail: "The checkout session has expired; create a new one.")
-    static let notOpen = HTTPProblem(status: 409, code: "session_not_open", title: "Checkout session closed",
+    static let notOpen = HTTPProblem(.sessionNotOpen,
                                      detail: "The checkout session is no longer open.")
 }
 

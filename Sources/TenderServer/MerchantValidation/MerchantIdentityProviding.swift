@@ -10,8 +10,9 @@ public protocol MerchantIdentityProviding: Sendable {
     func identity(merchantId: String) throws -> TLSClientIdentity?
 }
 
-/// No merchant has an identity: the default until a key store is wired in, so every call is refused with
-/// `merchant_identity_missing` rather than attempted without a client certificate.
+/// No merchant has an identity, so every call is refused with `merchant_identity_missing` rather than
+/// attempted without a client certificate. A test seam: visible only to `@_spi(Testing) import TenderServer`.
+@_spi(Testing)
 public struct NoMerchantIdentities: MerchantIdentityProviding {
     /// Builds the empty provider.
     public init() {}
@@ -20,8 +21,9 @@ public struct NoMerchantIdentities: MerchantIdentityProviding {
     public func identity(merchantId: String) throws -> TLSClientIdentity? { nil }
 }
 
-/// Identities read from PEM files on each call (operators' local set-ups and tests); no caching, so a
-/// replaced certificate takes effect on the next validation.
+/// Identities read from PEM files on each call; no caching, so a replaced certificate takes effect on the
+/// next validation. A test seam (production reads the key store): visible only to `@_spi(Testing) import`.
+@_spi(Testing)
 public struct PEMFileMerchantIdentities: MerchantIdentityProviding {
     /// Certificate and unencrypted private-key PEM paths for one merchant.
     public struct Files: Sendable {

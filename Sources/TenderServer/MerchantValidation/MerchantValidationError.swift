@@ -47,48 +47,40 @@ public struct MerchantValidationError: Error, Sendable, CustomStringConvertible 
     /// `code: detail`.
     public var description: String { "\(code.rawValue): \(detail)" }
 
-    /// The problem+json a client receives: a generic detail, the URL reason where there is one.
+    /// The catalogue entry of each code.
+    public var problemType: ProblemType {
+        switch code {
+        case .validationURLInvalid: .validationURLInvalid
+        case .initiativeContextInvalid: .initiativeContextInvalid
+        case .merchantDomainMissing: .merchantDomainMissing
+        case .displayNameInvalid: .merchantDisplayNameInvalid
+        case .identityMissing: .merchantIdentityMissing
+        case .identityUnreadable: .merchantIdentityUnavailable
+        case .gatewayRefused: .merchantValidationFailed
+        case .timeout: .merchantValidationTimeout
+        case .tlsFailed: .merchantValidationTLSFailed
+        case .unreachable: .merchantValidationUnreachable
+        case .invalidResponse: .merchantValidationInvalidResponse
+        }
+    }
+
+    /// The problem+json a client receives: the catalogue's title and detail, the URL reason where there is one.
     public var problem: HTTPProblem {
         switch code {
         case .validationURLInvalid:
             let reason = urlReason?.rawValue ?? "malformed"
-            return HTTPProblem(status: 400, code: code.rawValue, title: "Invalid validation URL",
+            return HTTPProblem(.validationURLInvalid,
                                detail: "validationURL is not an Apple Pay gateway payment-session URL (\(reason)).",
                                errors: [.init(field: "validationURL", code: reason,
                                               message: "Pass event.validationURL from onvalidatemerchant unchanged.")],
                                extra: ["reason": .string(reason)])
         case .initiativeContextInvalid:
-            return HTTPProblem(status: 400, code: code.rawValue, title: "Invalid initiative context",
+            return HTTPProblem(.initiativeContextInvalid,
                                detail: "initiativeContext must be one of the merchant's registered domains.",
                                errors: [.init(field: "initiativeContext", code: "not_registered",
                                               message: "Register the domain with the merchant first.")])
-        case .merchantDomainMissing:
-            return HTTPProblem(status: 409, code: code.rawValue, title: "Merchant has no domain",
-                               detail: "The merchant has no registered domain for Apple Pay on the web.")
-        case .displayNameInvalid:
-            return HTTPProblem(status: 409, code: code.rawValue, title: "Merchant display name invalid",
-                               detail: "The merchant's display name must be 1 to 64 characters.")
-        case .identityMissing:
-            return HTTPProblem(status: 409, code: code.rawValue, title: "Merchant identity missing",
-                               detail: "The merchant has no Merchant Identity certificate; import one with `tender keys import --kind identity`.")
-        case .identityUnreadable:
-            return HTTPProblem(status: 500, code: code.rawValue, title: "Merchant identity unavailable",
-                               detail: "The merchant's identity certificate could not be loaded.")
-        case .gatewayRefused:
-            return HTTPProblem(status: 502, code: code.rawValue, title: "Merchant validation failed",
-                               detail: "Apple Pay refused the merchant validation request.")
-        case .timeout:
-            return HTTPProblem(status: 504, code: code.rawValue, title: "Merchant validation timed out",
-                               detail: "Apple Pay did not answer in time; the shopper may retry.")
-        case .tlsFailed:
-            return HTTPProblem(status: 502, code: code.rawValue, title: "Merchant validation TLS failure",
-                               detail: "The secure connection to Apple Pay could not be established.")
-        case .unreachable:
-            return HTTPProblem(status: 502, code: code.rawValue, title: "Apple Pay unreachable",
-                               detail: "Apple Pay's gateway could not be reached.")
-        case .invalidResponse:
-            return HTTPProblem(status: 502, code: code.rawValue, title: "Invalid merchant session",
-                               detail: "Apple Pay's answer was not a merchant session object.")
+        default:
+            return HTTPProblem(problemType)
         }
     }
 }

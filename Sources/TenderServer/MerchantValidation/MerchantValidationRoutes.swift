@@ -24,9 +24,7 @@ struct MerchantValidationRequest: Decodable {
         // openapi.yaml: unknown members of Tender's request objects are refused, naming the first (sorted).
         if let unknown = container.allKeys.map(\.stringValue).sorted()
             .first(where: { $0 != "validationURL" && $0 != "initiativeContext" }) {
-            throw HTTPProblem(status: 400, code: "unknown_field", title: "Unknown field",
-                              detail: "The request body has a member this endpoint does not accept.",
-                              errors: [.init(field: unknown, code: "unknown_field", message: "Remove this field.")])
+            throw HTTPProblem.unknownField(unknown)
         }
         validationURL = try container.decode(String.self, forKey: Key(stringValue: "validationURL"))
         let contextKey = Key(stringValue: "initiativeContext")
@@ -34,7 +32,7 @@ struct MerchantValidationRequest: Decodable {
         let isNull = container.contains(contextKey) ? try container.decodeNil(forKey: contextKey) : false
         initiativeContext = isNull ? nil : try container.decodeIfPresent(String.self, forKey: contextKey)
         if isNull || initiativeContext.map({ $0.isEmpty || $0.utf8.count > Self.initiativeContextBytesMax }) == true {
-            throw HTTPProblem(status: 400, code: "initiative_context_invalid", title: "Invalid initiative context",
+            throw HTTPProblem(.initiativeContextInvalid,
                               detail: "initiativeContext must be a registered domain name.",
                               errors: [.init(field: "initiativeContext", code: "invalid_value",
                                              message: "1-\(Self.initiativeContextBytesMax) bytes.")])

@@ -214,9 +214,15 @@ public final class MerchantValidationService: Sendable {
 
     /// True when `body` is UTF-8 JSON whose top level is an object (what `completeMerchantValidation` takes).
     static func isJSONObject(_ body: [UInt8]) -> Bool {
-        guard String(validating: body, as: UTF8.self) != nil,
-              let parsed = try? JSONSerialization.jsonObject(with: Data(body)) else { return false }
-        return parsed is [String: Any]
+        guard String(validating: body, as: UTF8.self) != nil, JSONCoding.nestingDepth(body) <= JSONCoding.depthMax
+        else { return false }
+        return (try? JSONCoding.decoder.decode([String: JSONValue].self, from: Data(body))) != nil
+    }
+
+    /// The members of Apple's error body that Tender logs.
+    private struct AppleStatus: Decodable {
+        var statusCode: JSONValue?
+        var statusMessage: JSONValue?
     }
 
     /// Longest Apple status message kept in a log line.
@@ -224,19 +230,19 @@ public final class MerchantValidationService: Sendable {
 
     /// Apple's `statusCode` and `statusMessage` from an error body, printable ASCII only and bounded.
     static func appleStatus(_ body: [UInt8]) -> (code: String, message: String) {
-        guard body.count <= 65_536, let parsed = try? JSONSerialization.jsonObject(with: Data(body)),
-              let object = parsed as? [String: Any] else { return ("", "") }
-        func clean(_ value: Any?) -> String {
+        guard body.count <= 65_536, JSONCoding.nestingDepth(body) <= JSONCoding.depthMax,
+              let status = try? JSONCoding.decoder.decode(AppleStatus.self, from: Data(body)) else { return ("", "") }
+        func clean(_ value: JSONValue?) -> String {
             let text: String
             switch value {
-            case let string as String: text = string
-            case let number as NSNumber: text = number.stringValue
+            case .string(let string): text = string
+            case .number(let number): text = number
             default: return ""
             }
             let bytes = text.utf8.filter { $0 >= 0x20 && $0 < 0x7F }.prefix(appleStatusMessageBytesMax)
             return String(decoding: bytes, as: UTF8.self)
         }
-        return (clean(object["statusCode"]), clean(object["statusMessage"]))
+        return (clean(status.statusCode), clean(status.statusMessage))
     }
 }
 

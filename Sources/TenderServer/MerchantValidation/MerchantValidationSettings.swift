@@ -1,6 +1,7 @@
 import HTTPClient
 
-/// How merchant validation reaches Apple (README.md, Configuration; Apple's "Providing merchant validation"; docs/apple-pay-rules.md, rules 40–46).
+/// How merchant validation reaches Apple (README.md, Configuration; Apple's "Providing merchant validation"; docs/apple-pay-rules.md,
+/// rules 40–46).
 public struct MerchantValidationSettings: Sendable {
     /// Rule 44: the whole call, connect to last byte, never takes longer than this.
     public static let totalTimeoutMillisecondsMax = 10_000

@@ -115,7 +115,8 @@ struct PaymentRecord: Sendable {
         needsOperatorAt = try row.decodeIfPresent("needs_operator_at")
     }
 
-    static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false, skipLocked: Bool = false) throws -> PaymentRecord? {
+    static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false,
+                     skipLocked: Bool = false) throws -> PaymentRecord? {
         let sql: SQL = switch (forUpdate, skipLocked) {
         case (false, _): """
             SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
@@ -125,12 +126,14 @@ struct PaymentRecord: Sendable {
         case (true, false): """
             SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments WHERE payment_id = $1 FOR UPDATE
+               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+            FROM payments WHERE payment_id = $1 FOR UPDATE
             """
         case (true, true): """
             SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments WHERE payment_id = $1 FOR UPDATE SKIP LOCKED
+               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+            FROM payments WHERE payment_id = $1 FOR UPDATE SKIP LOCKED
             """
         }
         return try conn.query(sql, [id]).first.map(PaymentRecord.init(row:))

@@ -8,6 +8,7 @@ import PaymentRequest
 import Payments
 import Postgres
 import Synchronization
+import Time
 
 /// Named limits and timings of the payments feature.
 public struct PaymentsSettings: Sendable {
@@ -98,7 +99,7 @@ public final class PaymentsService: Sendable {
     }
 
     /// The wall clock.
-    public static let systemClock: @Sendable () -> Date = { Date() }
+    public static let systemClock: @Sendable () -> Date = { Clock.system.now() }
 
     // MARK: - Create a payment
 

@@ -53,7 +53,8 @@ public struct ProcessorAuthentication: Sendable, CustomStringConvertible {
             var keyBytes = try privateFile(key, variable: "TENDER_PROCESSOR_CLIENT_KEY_FILE")
             identity = TLSClientIdentity(certificatePEM: certificateBytes, privateKeyPEM: SecretPEM(zeroingSource: &keyBytes))
         default:
-            throw ConfigurationError(variable: certificate == nil ? "TENDER_PROCESSOR_CLIENT_CERT_FILE" : "TENDER_PROCESSOR_CLIENT_KEY_FILE",
+            let missing = certificate == nil ? "TENDER_PROCESSOR_CLIENT_CERT_FILE" : "TENDER_PROCESSOR_CLIENT_KEY_FILE"
+            throw ConfigurationError(variable: missing,
                                      reason: "set both TENDER_PROCESSOR_CLIENT_CERT_FILE and TENDER_PROCESSOR_CLIENT_KEY_FILE, or neither")
         }
         let ca = value("TENDER_PROCESSOR_CA_FILE")

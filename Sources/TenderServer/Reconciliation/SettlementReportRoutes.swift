@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPServer
 import Reconciliation
+import Time
 
 /// Limits of the report item listing.
 enum SettlementItemPaging {
@@ -35,7 +36,7 @@ extension TenderApp {
     func registerSettlementReportRoutes(into router: inout Router) {
         let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
-            try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store)
+            try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store, now: self.clock.now())
         }))
         router.add("GET", "/v1/settlement-reports", guarded(authenticated { request, merchant in
             let limit = try Self.integerParameter(request, "limit", default: SettlementItemPaging.reportsLimitDefault,
@@ -79,7 +80,7 @@ extension TenderApp {
     }
 
     private static func importSettlementReport(_ request: HTTPRequest, merchantId: String,
-                                               store: SettlementReportStore) throws -> HTTPResponse {
+                                               store: SettlementReportStore, now: Date) throws -> HTTPResponse {
         guard let formatText = request.queryValue("format"),
               let format = SettlementReportFormat(rawValue: formatText) else {
             throw SettlementProblems.parameter("format", "generic or adyen-sdr")
@@ -93,21 +94,21 @@ extension TenderApp {
         }
         if let type = request.headers["Content-Type"],
            type.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() != "text/csv" {
-            throw HTTPProblem(status: 415, code: "unsupported_media_type", title: "Unsupported media type",
+            throw HTTPProblem(.unsupportedMediaType,
                               detail: "A settlement report is sent as text/csv.")
         }
         let digest = hexEncoded(Digest.sha256(request.body))
         do {
             let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,
-                source: ByteArraySource(request.body), supersede: supersede, now: Date())
+                source: ByteArraySource(request.body), supersede: supersede, now: now)
             var response = HTTPResponse.json(outcome.report, status: outcome.created ? 201 : 200)
             if !outcome.created { response.headers.replaceOrAdd("Idempotent-Replayed", "true") }
             return response
         } catch SettlementImportError.invalidFile(let error) {
             throw SettlementProblems.invalidFile(error)
         } catch SettlementImportError.batchConflict(let batchId, let reportId) {
-            throw HTTPProblem(status: 409, code: "settlement_batch_conflict", title: "Batch already imported",
+            throw HTTPProblem(.settlementBatchConflict,
                               detail: "Batch \(batchId) was imported by \(reportId) with other content; "
                                   + "send ?supersede=true to import this file as a new revision.")
         }
@@ -125,18 +126,18 @@ extension TenderApp {
 
 /// Problems of the settlement report endpoints.
 enum SettlementProblems {
-    static let notFound = HTTPProblem(status: 404, code: "not_found", title: "Not found",
+    static let notFound = HTTPProblem(.notFound,
                                       detail: "No such settlement report.")
 
     static func parameter(_ name: String, _ expected: String) -> HTTPProblem {
-        HTTPProblem(status: 400, code: "parameter_invalid", title: "Invalid parameter",
+        HTTPProblem(.parameterInvalid,
                     detail: "\(name) must be \(expected).",
                     errors: [.init(field: name, code: "parameter_invalid", message: "must be \(expected)")])
     }
 
     /// 422 naming the first error's line and column; nothing was applied.
     static func invalidFile(_ error: ReconciliationError) -> HTTPProblem {
-        HTTPProblem(status: 422, code: "settlement_file_invalid", title: "Invalid settlement file",
+        HTTPProblem(.settlementFileInvalid,
                     detail: "The file was refused at line \(error.line), column \(error.column); nothing was applied.",
                     errors: [.init(field: "line \(error.line), column \(error.column)", code: error.code.rawValue,
                                    message: error.description)])

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPServer
 import Money
 import Payments
 import Postgres
@@ -170,8 +171,7 @@ struct SettlementReportStore: Sendable {
                     batchDigests, merchantId: merchantId, format: format, reportId: reportId, supersede: supersede,
                     on: conn)
                 let summary = StoredSummary(counts: finished.counts, batches: finished.batches)
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
+                let encoder = JSONCoding.encoder
                 let summaryText = String(decoding: try encoder.encode(summary), as: UTF8.self)
                 let diffText: String? = diffs.isEmpty
                     ? nil : String(decoding: try encoder.encode(diffs), as: UTF8.self)

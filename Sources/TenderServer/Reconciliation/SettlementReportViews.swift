@@ -1,7 +1,9 @@
 import Foundation
+import HTTPServer
 import Money
 import Postgres
 import Reconciliation
+import Time
 
 /// A settlement report as the API and `tender reconcile` show it (openapi.yaml). Amounts are decimal
 /// strings with exactly the currency's digits; every category is present in `counts`.
@@ -90,19 +92,14 @@ struct SettlementReportView: Encodable, Sendable {
         createdAt = Self.timestamp(created)
     }
 
-    /// RFC 3339 UTC with microseconds, as stored: the same report always prints the same text.
+    /// RFC 3339 UTC with milliseconds: the same report always prints the same text.
     static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: date)
+        RFC3339.string(from: date, fraction: .milliseconds)
     }
 
     /// Canonical JSON (sorted keys): what `tender reconcile` prints.
     func jsonBytes() throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(self))
+        Array(try JSONCoding.encoder.encode(self))
     }
 }
 

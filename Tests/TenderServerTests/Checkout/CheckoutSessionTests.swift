@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Postgres
 import Testing
+import Time
 @testable import TenderServer
 
 @Suite(.enabled(if: TestEnvironment.hasDatabase, "needs TENDER_TEST_DATABASE_URL (make test)"))
@@ -46,6 +47,14 @@ struct CheckoutSessionTests {
         #expect(try row.decode("client_secret_sha256", as: [UInt8].self) == Digest.sha256(session["clientSecret"] as? String ?? ""))
         #expect(try row.decode("metadata", as: String.self).contains("8841"))
         #expect(try f.versions(id) == [1])
+    }
+
+    @Test func expiryIsReckonedFromTheInjectedClock() throws {
+        let now = try #require(RFC3339.date(from: "2031-01-01T00:00:00Z"))
+        let f = try CheckoutFixture("co_clock", clock: .fixed(now))
+        defer { f.stop() }
+        let session = try f.createSession(usdCart(["expiresInSeconds": 600]))
+        #expect(session["expiresAt"] as? String == "2031-01-01T00:10:00Z")
     }
 
     @Test func getByKeyAndByClientSecretHidesTheSecret() throws {
@@ -144,7 +153,8 @@ struct CheckoutSessionTests {
         defer { f.stop() }
         let limit = f.server.app.configuration.limits.bodyBytesMax
         let client = try f.client()
-        try client.send(Array("POST /v1/checkout-sessions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(f.key)\r\nContent-Length: \(limit + 1)\r\n\r\n".utf8))
+        try client.send(Array(("POST /v1/checkout-sessions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(f.key)\r\n"
+            + "Content-Length: \(limit + 1)\r\n\r\n").utf8))
         let response = try client.readResponse()
         #expect(response.status == 413)
         #expect(try response.json()["code"] as? String == "body_too_large")

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Postgres
 import Testing
+import Time
 @testable import TenderServer
 
 /// A running server with a merchant that charges in USD, JPY (0 decimals) and KWD (3 decimals).
@@ -10,8 +11,8 @@ final class CheckoutFixture: @unchecked Sendable {
     let merchant: Merchant
     let key: String
 
-    init(_ prefix: String) throws {
-        server = try RunningServer(prefix: prefix)
+    init(_ prefix: String, clock: Clock = .system) throws {
+        server = try RunningServer(prefix: prefix, clock: clock)
         let id = "merchant.co.\(UUID().uuidString.prefix(8).lowercased())"
         let m = try Merchant.validated(merchantId: id, displayName: "Corner Shop", domains: ["corner.test"],
                                        countryCode: "US", currencies: ["USD", "JPY", "KWD"])

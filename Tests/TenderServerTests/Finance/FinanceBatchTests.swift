@@ -187,7 +187,8 @@ struct FinanceBatchTests {
             SELECT posting_key, status, extract(epoch FROM posted_date)::bigint AS posted FROM finance_postings
              WHERE merchant_id = $1 ORDER BY posting_key
             """, [merchant]).rows.map {
-                "\(try $0.decode("posting_key", as: String.self)) \(try $0.decode("status", as: String.self)) \(try $0.decode("posted", as: Int64.self) - Events.t0)"
+                "\(try $0.decode("posting_key", as: String.self)) \(try $0.decode("status", as: String.self)) "
+                    + "\(try $0.decode("posted", as: Int64.self) - Events.t0)"
             }
         #expect(rows == ["payment:pay_1 booked 10", "payment:pay_old booked 13", "refund:re_1 booked 12"])
         // 1,000 + 5,000 booked in, 400 booked out.

@@ -61,7 +61,8 @@ struct FinanceShellTests {
         let transactions = try decode(TransactionList.self, response.body).transactions
         #expect(transactions.count == 4)  // declined and failed created nothing
         #expect(Set(transactions) == Set(reference.transactions))
-        let payment1 = try #require(transactions.first { $0.originalTransactionDescription.contains("pay_1") && $0.transactionType == .pointOfSale })
+        let payment1 = try #require(transactions.first { $0.originalTransactionDescription.contains("pay_1")
+            && $0.transactionType == .pointOfSale })
         #expect(payment1.status == .booked)
         #expect(payment1.creditDebitIndicator == .credit)
         #expect(payment1.accountID == account)

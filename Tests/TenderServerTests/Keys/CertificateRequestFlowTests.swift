@@ -55,16 +55,21 @@ struct CertificateRequestFlowTests {
         let key = try CertificateRequest.verifiedPublicKey(der: request.der)
         let certificate = try f.authority.issueMerchantCertificate(merchantIdentifier: KeyFixture.merchantId, publicKey: key,
                                                                    validFrom: f.now.addingTimeInterval(-3_600))
-        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: other, certificate: certificate.der, kind: nil) } == "key_request_mismatch")
-        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: certificate.der, kind: .identity) }
+        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: other, certificate: certificate.der,
+            kind: nil) } == "key_request_mismatch")
+        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: certificate.der,
+            kind: .identity) }
                 == "key_request_mismatch")
         // A certificate for a key Tender never made.
         let stranger = try f.merchantKey()
-        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: stranger.certificate.der, kind: nil) }
+        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: stranger.certificate.der,
+            kind: nil) }
                 == "key_request_not_found")
-        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: [0x30, 0x03, 0x02, 0x01, 0x00], kind: nil) }
+        #expect(tenderCode { _ = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: [0x30, 0x03, 0x02, 0x01,
+            0x00], kind: nil) }
                 == "certificate_invalid")
-        #expect(tenderCode { _ = try f.store.makeCertificateRequest(merchantId: "merchant.unknown", kind: .processing) } == "merchant_not_found")
+        #expect(tenderCode { _ = try f.store.makeCertificateRequest(merchantId: "merchant.unknown",
+            kind: .processing) } == "merchant_not_found")
         // The refusals left the request pending.
         #expect(try f.store.pendingRequests(merchantId: KeyFixture.merchantId).count == 1)
     }
@@ -80,7 +85,8 @@ struct CertificateRequestFlowTests {
             CertificateTemplate(commonName: "merchant.com.example.keys", serialNumber: 9, notBefore: f.now.addingTimeInterval(-60),
                                 notAfter: f.now.addingTimeInterval(86_400), isCertificateAuthority: false),
             subjectKey: requested, issuer: nil, issuerKey: caKey)
-        let info = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: Array(certificate.pem.utf8), kind: .identity)
+        let info = try f.store.importCertificate(merchantId: KeyFixture.merchantId, certificate: Array(certificate.pem.utf8),
+            kind: .identity)
         #expect(info.kind == .identity && info.keyId == pending.keyId && info.publicKeyHash == nil)
         let identity = try #require(try f.store.activeIdentity(merchantId: KeyFixture.merchantId))
         #expect(identity.keyId == pending.keyId)
@@ -134,12 +140,14 @@ struct CertificateRequestCLITests {
                                                                  publicKey: try CertificateRequest.verifiedPublicKey(der: block.der),
                                                                  validFrom: Date().addingTimeInterval(-3_600))
         _ = FileManager.default.createFile(atPath: dir.file("apple_pay.cer"), contents: Data(certificate.der))
-        let imported = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("apple_pay.cer")], environment: env)
+        let imported = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("apple_pay.cer")],
+            environment: env)
         #expect(imported.status == 0, "\(imported.stderr)")
         let importedOut = try jsonObject(imported.stdout)
         #expect(importedOut["publicKeyHash"] as? String == out["publicKeyHash"] as? String)
         #expect(importedOut["keyId"] as? String == out["keyId"] as? String)
-        let unknown = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("apple_pay.cer")], environment: env)
+        let unknown = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("apple_pay.cer")],
+            environment: env)
         #expect(unknown.status == 1 && unknown.stderr.contains("key_request_not_found"))
     }
 }

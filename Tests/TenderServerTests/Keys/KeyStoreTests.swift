@@ -33,7 +33,8 @@ struct KeyFixture {
     }
 
     @discardableResult
-    func importKey(_ key: MerchantKey, merchantId: String = KeyFixture.merchantId, kind: MerchantKeyKind = .processing) throws -> StoredKeyInfo {
+    func importKey(_ key: MerchantKey, merchantId: String = KeyFixture.merchantId,
+        kind: MerchantKeyKind = .processing) throws -> StoredKeyInfo {
         try store.importKey(merchantId: merchantId, certificatePEM: key.certificate.pem,
                             privateKey: try key.privateKey.unsafePKCS8PEM(), kind: kind)
     }
@@ -181,7 +182,9 @@ struct KeyStoreTests {
         chmod(path, 0o644)
         let store = KeyStore(pool: f.pool, masterKeyFile: path)
         do { _ = try store.masterKey(); Issue.record("accepted") } catch { #expect(error.code == "master_key_permissions") }
-        do { try f.importKeyVia(store); Issue.record("accepted") } catch let e as TenderError { #expect(e.code == "master_key_permissions") }
+        do { try f.importKeyVia(store); Issue.record("accepted") } catch let e as TenderError {
+            #expect(e.code == "master_key_permissions")
+        }
         #expect(try f.store.list().isEmpty)
         chmod(path, 0o600)
         try f.importKeyVia(store)
@@ -246,7 +249,8 @@ struct TokenServiceTests {
         let token = try f.token(for: key)
         _ = try service.verifyAndDecrypt(tokenJSON: token, merchantId: KeyFixture.merchantId, now: f.now)
         _ = try f.store.retire(publicKeyHash: try #require(info.publicKeyHash), invalidating: service)
-        #expect(code { _ = try service.verifyAndDecrypt(tokenJSON: token, merchantId: KeyFixture.merchantId, now: f.now) } == .merchantKeyRetired)
+        #expect(code { _ = try service.verifyAndDecrypt(tokenJSON: token, merchantId: KeyFixture.merchantId,
+            now: f.now) } == .merchantKeyRetired)
     }
 
     @Test func tokenForAnotherMerchantsKeyIsUnknown() throws {
@@ -271,8 +275,10 @@ struct TokenServiceTests {
         _ = try service.verifyAndDecrypt(tokenJSON: try f.token(for: old), merchantId: KeyFixture.merchantId, now: f.now)
         _ = try f.store.importKey(merchantId: KeyFixture.merchantId, certificatePEM: new.certificate.pem,
                                   privateKey: try new.privateKey.unsafePKCS8PEM(), kind: .processing, invalidating: service)
-        let a = try service.verifyAndDecrypt(tokenJSON: try f.token(for: old, amountMinor: 1), merchantId: KeyFixture.merchantId, now: f.now)
-        let b = try service.verifyAndDecrypt(tokenJSON: try f.token(for: new, amountMinor: 2), merchantId: KeyFixture.merchantId, now: f.now)
+        let a = try service.verifyAndDecrypt(tokenJSON: try f.token(for: old, amountMinor: 1), merchantId: KeyFixture.merchantId,
+            now: f.now)
+        let b = try service.verifyAndDecrypt(tokenJSON: try f.token(for: new, amountMinor: 2), merchantId: KeyFixture.merchantId,
+            now: f.now)
         #expect(a.paymentData.transactionAmountMinor == 1 && a.token.publicKeyHash == old.publicKeyHash)
         #expect(b.paymentData.transactionAmountMinor == 2 && b.token.publicKeyHash == new.publicKeyHash)
     }
@@ -294,7 +300,8 @@ struct TokenServiceTests {
         paymentData["data"] = data.base64EncodedString()
         object["paymentData"] = paymentData
         token = Array(try JSONSerialization.data(withJSONObject: object))
-        #expect(code { _ = try service.verifyAndDecrypt(tokenJSON: token, merchantId: KeyFixture.merchantId, now: f.now) } == .messageDigestMismatch)
+        #expect(code { _ = try service.verifyAndDecrypt(tokenJSON: token, merchantId: KeyFixture.merchantId,
+            now: f.now) } == .messageDigestMismatch)
         #expect(service.cachedMerchantCount == 0)
         // Stale: the service's tokenAgeMaxSeconds applies.
         #expect(code { _ = try service.verifyAndDecrypt(tokenJSON: try f.tokenOrTrap(key), merchantId: KeyFixture.merchantId,
@@ -306,7 +313,8 @@ struct TokenServiceTests {
         defer { f.pool.close() }
         let key = try f.merchantKey()
         try f.importKey(key)
-        let apple = TokenService(trustedRoots: [try ApplePayTokenDecryptor.appleRootCertificate()], tokenAgeMaxSeconds: 300, keyStore: f.store)
+        let apple = TokenService(trustedRoots: [try ApplePayTokenDecryptor.appleRootCertificate()], tokenAgeMaxSeconds: 300,
+            keyStore: f.store)
         #expect(code { _ = try apple.verifyAndDecrypt(tokenJSON: try f.tokenOrTrap(key), merchantId: KeyFixture.merchantId, now: f.now) }
                 == .certificateChainInvalid)
         // From configuration: TENDER_APPLE_ROOTS replaces Apple's root.

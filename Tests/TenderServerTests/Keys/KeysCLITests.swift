@@ -52,7 +52,8 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let fields = try Self.expected()
         let payload = try #require(try jsonObject(r.stdout)["paymentData"] as? [String: Any])
         #expect(payload["applicationPrimaryAccountNumber"] as? String == fields["applicationPrimaryAccountNumber"] as? String)
-        #expect(payload["onlinePaymentCryptogram"] as? String == (fields["paymentData"] as? [String: Any])?["onlinePaymentCryptogram"] as? String)
+        let paymentData = fields["paymentData"] as? [String: Any]
+        #expect(payload["onlinePaymentCryptogram"] as? String == paymentData?["onlinePaymentCryptogram"] as? String)
     }
 
     @Test func todayTheRealTokenIsRefused() throws {
@@ -76,7 +77,8 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         doc["data"] = String(data)
         _ = FileManager.default.createFile(atPath: dir.file("t.json"), contents: try JSONSerialization.data(withJSONObject: doc))
         let r = try runTender(["token", "decrypt", "--token", dir.file("t.json"), "--certificate", Self.gala + "certificate.pem",
-                               "--private-key", Self.gala + "private_key.pem", "--at", Self.galaTime], environment: ["TENDER_APPLE_ROOTS": ""])
+                               "--private-key", Self.gala + "private_key.pem", "--at", Self.galaTime],
+                                   environment: ["TENDER_APPLE_ROOTS": ""])
         #expect(r.status == 1)
         #expect(try jsonObject(r.stdout)["error"] as? String == "message_digest_mismatch")
         #expect(r.stderr.contains("error message_digest_mismatch"))
@@ -104,7 +106,8 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     @Test func sandboxInitAndTokenRoundTripOffline() throws {
         let dir = try ScratchDirectory()
         defer { dir.remove() }
-        let initialized = try runTender(["sandbox", "init", "--dir", dir.path, "--merchant-id", "merchant.com.example.cli"], environment: [:])
+        let initialized = try runTender(["sandbox", "init", "--dir", dir.path, "--merchant-id", "merchant.com.example.cli"],
+            environment: [:])
         #expect(initialized.status == 0, "\(initialized.stderr)")
         let hash = try #require(try jsonObject(initialized.stdout)["publicKeyHash"] as? String)
         for name in ["root-key.pem", "intermediate-key.pem", "leaf-key.pem", "merchant-processing-key.pem"] {
@@ -123,7 +126,8 @@ func jsonObject(_ text: String) throws -> [String: Any] {
                                     "--out", dir.file("token.json")], environment: [:])
         #expect(minted.status == 0, "\(minted.stderr)")
         let token = try jsonObject(String(decoding: try Data(contentsOf: URL(fileURLWithPath: dir.file("token.json"))), as: UTF8.self))
-        #expect(token["paymentData"] is [String: Any] && token["paymentMethod"] is [String: Any] && token["transactionIdentifier"] is String)
+        #expect(token["paymentData"] is [String: Any] && token["paymentMethod"] is [String: Any]
+            && token["transactionIdentifier"] is String)
 
         let decryptArgs = ["token", "decrypt", "--token", dir.file("token.json"), "--certificate", dir.file("merchant-processing.pem"),
                            "--private-key", dir.file("merchant-processing-key.pem"), "--reveal-sensitive"]
@@ -167,7 +171,8 @@ struct KeysCLITests {
         let sandbox = try runTender(["sandbox", "init", "--dir", dir.file("sbx"), "--merchant-id", merchantId], environment: env)
         let hash = try #require(try jsonObject(sandbox.stdout)["publicKeyHash"] as? String)
 
-        let imported = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("sbx/merchant-processing.pem"),
+        let imported = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate",
+            dir.file("sbx/merchant-processing.pem"),
                                       "--private-key", dir.file("sbx/merchant-processing-key.pem")], environment: env)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(try jsonObject(imported.stdout)["publicKeyHash"] as? String == hash)
@@ -175,19 +180,22 @@ struct KeysCLITests {
         var info = stat()
         #expect(stat(dir.file("master.key"), &info) == 0 && info.st_mode & 0o777 == 0o600)
 
-        let duplicate = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("sbx/merchant-processing.pem"),
+        let duplicate = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate",
+            dir.file("sbx/merchant-processing.pem"),
                                        "--private-key", dir.file("sbx/merchant-processing-key.pem")], environment: env)
         #expect(duplicate.status == 1 && duplicate.stderr.contains("key_exists"))
 
         // A processing certificate Apple issued to another merchant id (OID 1.2.840.113635.100.6.32) is refused.
         #expect(try runTender(["sandbox", "init", "--dir", dir.file("other"), "--merchant-id", "merchant.com.example.other"],
                               environment: env).status == 0)
-        let foreign = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate", dir.file("other/merchant-processing.pem"),
+        let foreign = try runTender(["keys", "import", "--merchant-id", merchantId, "--certificate",
+            dir.file("other/merchant-processing.pem"),
                                      "--private-key", dir.file("other/merchant-processing-key.pem")], environment: env)
         #expect(foreign.status == 1 && foreign.stderr.contains("certificate_merchant_mismatch"), "\(foreign.stderr)")
 
         let identity = try runTender(["keys", "import", "--merchant-id", merchantId, "--kind", "identity",
-                                      "--certificate", dir.file("sbx/leaf.pem"), "--private-key", dir.file("sbx/leaf-key.pem")], environment: env)
+                                      "--certificate", dir.file("sbx/leaf.pem"), "--private-key", dir.file("sbx/leaf-key.pem")],
+                                          environment: env)
         #expect(identity.status == 0, "\(identity.stderr)")
         #expect(try jsonObject(identity.stdout)["keyId"] is String)
 
@@ -233,13 +241,16 @@ struct KeysCLITests {
         defer { pool.close() }
         try pool.insertSession(id: "cs_" + String(repeating: "a", count: 24), merchantId: SandboxCommands.sandboxMerchantId,
                                totalMinor: 500, currency: "JPY", applicationData: Data("bind".utf8).base64EncodedString())
-        let minted = try runTender(["sandbox", "token", "--dir", dir.file("sandbox"), "--session", "cs_" + String(repeating: "a", count: 24),
+        let minted = try runTender(["sandbox", "token", "--dir", dir.file("sandbox"), "--session", "cs_" + String(repeating: "a",
+            count: 24),
                                     "--out", dir.file("t.json")], environment: env)
         #expect(minted.status == 0, "\(minted.stderr)")
 
         // The server-side service decrypts it with the imported key, trusting the sandbox root.
-        let configuration = try TenderConfiguration.load(environment: env.merging(["TENDER_APPLE_ROOTS": dir.file("sandbox/root.pem")]) { $1 })
-        let service = TokenService(configuration: configuration, keyStore: KeyStore(pool: pool.pool, masterKeyFile: configuration.masterKeyFile))
+        let roots = ["TENDER_APPLE_ROOTS": dir.file("sandbox/root.pem")]
+        let configuration = try TenderConfiguration.load(environment: env.merging(roots) { $1 })
+        let service = TokenService(configuration: configuration, keyStore: KeyStore(pool: pool.pool,
+            masterKeyFile: configuration.masterKeyFile))
         let result = try service.verifyAndDecrypt(tokenJSON: Array(try Data(contentsOf: URL(fileURLWithPath: dir.file("t.json")))),
                                                   merchantId: SandboxCommands.sandboxMerchantId, now: Date())
         #expect(result.paymentData.transactionAmountMinor == 500)

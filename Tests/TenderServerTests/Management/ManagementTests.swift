@@ -24,24 +24,29 @@ struct ManagementCLITests {
                                        "--country", "US", "--currencies", "USD"], environment: env)
             #expect(added.status == 0, "\(added.stderr)")
         }
-        let listed = try #require(try jsonObject(try runTender(["merchants", "list"], environment: env).stdout)["merchants"] as? [[String: Any]])
+        let listed = try #require(try jsonObject(try runTender(["merchants", "list"],
+            environment: env).stdout)["merchants"] as? [[String: Any]])
         #expect(listed.compactMap { $0["merchantId"] as? String } == ["merchant.a.example", "merchant.b.example"])
 
         // The sandbox domain becomes the real one; the country and the untouched fields stay.
-        let updated = try runTender(["merchants", "update", "--merchant-id", "merchant.a.example", "--domain", "Shop.Example.com,www.example.com",
+        let updated = try runTender(["merchants", "update", "--merchant-id", "merchant.a.example", "--domain",
+            "Shop.Example.com,www.example.com",
                                      "--display-name", "Example Shop"], environment: env)
         #expect(updated.status == 0, "\(updated.stderr)")
         let merchant = try jsonObject(updated.stdout)
         #expect(merchant["domains"] as? [String] == ["shop.example.com", "www.example.com"])
         #expect(merchant["displayName"] as? String == "Example Shop")
         #expect(merchant["currencies"] as? [String] == ["USD"])
-        let again = try #require(try jsonObject(try runTender(["merchants", "list"], environment: env).stdout)["merchants"] as? [[String: Any]])
+        let again = try #require(try jsonObject(try runTender(["merchants", "list"],
+            environment: env).stdout)["merchants"] as? [[String: Any]])
         #expect(again.first?["domains"] as? [String] == ["shop.example.com", "www.example.com"])
         #expect(again.last?["domains"] as? [String] == ["localhost"])
 
-        let badDomain = try runTender(["merchants", "update", "--merchant-id", "merchant.a.example", "--domain", "bad domain"], environment: env)
+        let badDomain = try runTender(["merchants", "update", "--merchant-id", "merchant.a.example", "--domain", "bad domain"],
+            environment: env)
         #expect(badDomain.status == 1 && badDomain.stderr.contains("domain_invalid"))
-        let badCurrency = try runTender(["merchants", "update", "--merchant-id", "merchant.a.example", "--currencies", "usd"], environment: env)
+        let badCurrency = try runTender(["merchants", "update", "--merchant-id", "merchant.a.example", "--currencies", "usd"],
+            environment: env)
         #expect(badCurrency.status == 1 && badCurrency.stderr.contains("currency_invalid"))
         let unknown = try runTender(["merchants", "update", "--merchant-id", "merchant.nobody", "--display-name", "X"], environment: env)
         #expect(unknown.status == 1 && unknown.stderr.contains("merchant_not_found"))
@@ -62,7 +67,8 @@ struct ManagementCLITests {
         defer { pool.close() }
         let store = MerchantStore(pool: pool)
 
-        let before = try #require(try jsonObject(try runTender(["api-keys", "list", "--merchant-id", merchantId], environment: env).stdout)["apiKeys"] as? [[String: Any]])
+        let before = try #require(try jsonObject(try runTender(["api-keys", "list", "--merchant-id", merchantId],
+            environment: env).stdout)["apiKeys"] as? [[String: Any]])
         #expect(before.count == 1 && before.first?["keyId"] as? String == keyId && before.first?["status"] as? String == "active")
         #expect(before.first?["lastUsedAt"] == nil)
         // A use is recorded; the listing never shows the secret.
@@ -217,7 +223,8 @@ struct ManagementHTTPTests {
         for day in 1...3 {
             let csv = header + "2026-01-0\(day),B\(day),fee,,,EUR,0.00,0.\(day)0,0.\(day)0\n"
             let r = try RawHTTPClient(port: h.port).request("POST", "/v1/settlement-reports?format=generic",
-                                                            headers: [("Authorization", "Bearer \(h.apiKey)"), ("Content-Type", "text/csv")],
+                                                            headers: [("Authorization", "Bearer \(h.apiKey)"), ("Content-Type",
+                                                                "text/csv")],
                                                             body: Array(csv.utf8))
             #expect(r.status == 201, "\(r.text)")
             ids.append(try #require(try r.json()["id"] as? String))

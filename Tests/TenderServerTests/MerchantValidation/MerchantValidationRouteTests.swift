@@ -40,7 +40,8 @@ struct MerchantValidationRouteTests {
         #expect(sent["initiative"] as? String == "web")
         #expect(sent["initiativeContext"] as? String == "shop.tender.test")
         // Compact, no extra members or whitespace.
-        #expect(request.body.count == Array(#"{"displayName":"Tender Shop","initiative":"web","initiativeContext":"shop.tender.test","merchantIdentifier":"merchant.com.tender.shop"}"#.utf8).count)
+        #expect(request.body.count == Array((#"{"displayName":"Tender Shop","initiative":"web","#
+            + #""initiativeContext":"shop.tender.test","merchantIdentifier":"merchant.com.tender.shop"}"#).utf8).count)
 
         // The gateway's answer (see SESSION in the script) has odd spacing, a newline and a \u escape;
         // any re-encoding would change these bytes.
@@ -273,7 +274,8 @@ struct MerchantValidationRouteTests {
         let key = try s.merchant()
         let session = try s.session()
         let unknown = try s.validate(session.id, bearer: key,
-                                     body: #"{"validationURL":"https://apple-pay-gateway.test/paymentservices/paymentSession","displayName":"x"}"#)
+                                     body: #"{"validationURL":"https://apple-pay-gateway.test/paymentservices/paymentSession""#
+                                         + #","displayName":"x"}"#)
         #expect(unknown.status == 400)
         let problem = try unknown.json()
         #expect(problem["code"] as? String == "unknown_field")

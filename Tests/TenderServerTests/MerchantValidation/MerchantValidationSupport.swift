@@ -4,7 +4,7 @@ import HTTPClient
 import HTTPServer
 import Observability
 import Postgres
-@testable import TenderServer
+@_spi(Testing) @testable import TenderServer
 
 /// The local Apple gateway (python3 + openssl, 127.0.0.1 only), started once for the test run.
 final class FakeAppleGateway: Sendable {

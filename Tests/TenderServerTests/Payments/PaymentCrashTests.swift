@@ -136,11 +136,14 @@ struct PaymentCrashTests {
         let calls = try h.simulatorCalls(paymentId: paymentId)
         let live = try h.scalar("SELECT count(*)::bigint AS n FROM payments WHERE session_id = $1 AND status <> 'failed'", [s.sessionId])
         let allCharges = try h.scalar("SELECT count(*)::bigint AS n FROM simulator_authorizations", [])
-        print("measure crash \(point.rawValue): retry statuses = \(statuses), processor charges per key = \(charges), calls with that key = \(calls), payments = \(live), all charges = \(allCharges), time to complete = \(String(format: "%.2f", elapsed)) s")
+        print("measure crash \(point.rawValue): retry statuses = \(statuses), processor charges per key = \(charges), "
+              + "calls with that key = \(calls), payments = \(live), all charges = \(allCharges), "
+              + "time to complete = \(String(format: "%.2f", elapsed)) s")
         #expect(charges == 1)
         #expect(allCharges == 1)
         #expect(live == 1)
-        #expect(try h.scalar("SELECT count(*)::bigint AS n FROM checkout_sessions WHERE session_id = $1 AND status = 'paid'", [s.sessionId]) == 1)
+        #expect(try h.scalar("SELECT count(*)::bigint AS n FROM checkout_sessions WHERE session_id = $1 AND status = 'paid'",
+                             [s.sessionId]) == 1)
         // Card data never reached the logs of either process.
         let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
         #expect(!log.contains("4111111111113377"))

@@ -185,7 +185,8 @@ struct PaymentFlowTests {
         #expect(noToken.status == 400)
         let rowsAfterInvalid = try h.scalar("SELECT count(*)::bigint AS n FROM idempotency_keys", [])
         let good = try h.pay(s, token: token, key: "K6")
-        print("measure validation: statuses = [\(bad.status), \(noToken.status), \(good.status)], key rows after invalid = \(rowsAfterInvalid)")
+        print("measure validation: statuses = [\(bad.status), \(noToken.status), \(good.status)], "
+              + "key rows after invalid = \(rowsAfterInvalid)")
         #expect(rowsAfterInvalid == 0)
         #expect(good.status == 200)
         #expect(good.header("Idempotent-Replayed") == nil)
@@ -261,7 +262,8 @@ struct PaymentFlowTests {
             #expect(r.status == 200, "key \(index)")
             #expect(r.payment?["status"] as? String == "succeeded")
         }
-        let stranger = try PaymentsHarness.authority.makeMerchantKey(merchantIdentifier: h.merchantId, validFrom: Date().addingTimeInterval(-3_600))
+        let stranger = try PaymentsHarness.authority.makeMerchantKey(merchantIdentifier: h.merchantId,
+                                                                     validFrom: Date().addingTimeInterval(-3_600))
         let s = try h.session()
         let refused = try h.pay(s, token: try h.token(for: s, key: stranger), key: "rot-x")
         #expect(refused.status == 422)

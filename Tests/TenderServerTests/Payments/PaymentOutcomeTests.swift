@@ -98,7 +98,8 @@ struct PaymentOutcomeTests {
         #expect(retry.payment?["status"] as? String == "succeeded")
         let charges = try h.simulatorCharges(paymentId: id)
         let calls = try h.simulatorCalls(paymentId: id)
-        print("measure unknown outcome: processor charges = \(charges), calls with the same key = \(calls), ledger events = \(h.sink.count)")
+        print("measure unknown outcome: processor charges = \(charges), calls with the same key = \(calls), "
+              + "ledger events = \(h.sink.count)")
         #expect(charges == 1)
         #expect(calls == 2)
         #expect(h.sink.count == 1)
@@ -244,7 +245,8 @@ struct PaymentOutcomeTests {
         let refunded = try h.scalar("""
             SELECT COALESCE(SUM(amount_minor), 0)::bigint AS n FROM refunds WHERE payment_id = $1 AND status = 'succeeded'
             """, [id2])
-        print("measure concurrent refunds: succeeded = \(statuses.filter { $0 == 200 }.count), refused = \(statuses.filter { $0 == 422 }.count), refunded minor = \(refunded) of 1099")
+        let succeeded = statuses.filter { $0 == 200 }.count, refused = statuses.filter { $0 == 422 }.count
+        print("measure concurrent refunds: succeeded = \(succeeded), refused = \(refused), refunded minor = \(refunded) of 1099")
         #expect(statuses.filter { $0 == 200 }.count == 10)
         #expect(statuses.filter { $0 == 422 }.count == 10)
         #expect(refunded == 1_000)
@@ -315,7 +317,8 @@ struct PaymentOutcomeTests {
         let logs = h.logs.text
         let inDump = secrets.filter { dumped.contains($0) }.count
         let inLogs = secrets.filter { logs.contains($0) }.count
-        print("measure card data at rest: payments = 200, dump bytes = \(dumped.utf8.count), DPAN/cryptogram hits in dump = \(inDump), in logs = \(inLogs)")
+        print("measure card data at rest: payments = 200, dump bytes = \(dumped.utf8.count), "
+              + "DPAN/cryptogram hits in dump = \(inDump), in logs = \(inLogs)")
         #expect(inDump == 0)
         #expect(inLogs == 0)
     }

@@ -172,7 +172,8 @@ final class PaymentsHarness: Sendable {
 
     /// Processor-side charges (simulator rows) recorded for a payment: a stable key makes this 1 however often it was sent.
     func simulatorCharges(paymentId: String) throws -> Int64 {
-        try scalar("SELECT count(*)::bigint AS n FROM simulator_authorizations WHERE payment_id = $1 AND kind = 'authorization'", [paymentId])
+        try scalar("SELECT count(*)::bigint AS n FROM simulator_authorizations WHERE payment_id = $1 AND kind = 'authorization'",
+                   [paymentId])
     }
 
     /// How often the simulator was called for a payment's key.

@@ -44,7 +44,8 @@ final class AuthRecordingProcessor: Sendable {
         let dir = try ScratchDirectory()
         defer { dir.remove() }
         let secret = "sk_" + hexEncoded(SecureRandom.bytes(16))
-        _ = FileManager.default.createFile(atPath: dir.file("token"), contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: dir.file("token"), contents: Data((secret + "\n").utf8),
+                                           attributes: [.posixPermissions: 0o600])
         let configuration = try TenderConfiguration.load(environment: [
             "TENDER_PROCESSOR": "http", "TENDER_PROCESSOR_URL": "http://127.0.0.1:1", "TENDER_PROCESSOR_TOKEN_FILE": dir.file("token"),
             TenderConfiguration.plainHTTPProcessorVariable: "true"])

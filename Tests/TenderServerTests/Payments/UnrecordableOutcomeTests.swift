@@ -62,7 +62,9 @@ struct UnrecordableOutcomeTests {
         // Well past the backoff of every attempt: the resolver must have stopped on its own.
         Self.resolve(h, seconds: 1.5)
         func refundCalls() throws -> Int64 {
-            try h.scalar("SELECT COALESCE(SUM(calls), 0)::bigint AS n FROM simulator_authorizations WHERE kind = 'refund' AND payment_id = $1",
+            try h.scalar("""
+                SELECT COALESCE(SUM(calls), 0)::bigint AS n FROM simulator_authorizations WHERE kind = 'refund' AND payment_id = $1
+                """,
                          [paymentId])
         }
         #expect(try refundCalls() == Int64(attemptsMax))

@@ -156,6 +156,32 @@ struct SettlementAPITests {
             "awaiting_settlement": 1,    // `awaiting`, inside the lag
         ])
 
+        try Self.checkItems(h, report, reportId: reportId, CategoryPayments(
+            match1: match1, match2: match2, disputed: disputed, short: short, over: over, euro: euro,
+            missing: missing, awaiting: awaiting, declined: declined, refundId: refundId, unknown: unknown))
+
+        let ledger = try h.financeTransactions()
+        Self.checkLedger(ledger, booked: [match1, match2, disputed], unbooked: [short, over, euro, missing, awaiting],
+                         declined: declined, refunded: (refundId, match1), disputed: disputed)
+
+        // The same bytes again: the same report, and the ledger does not move.
+        let again = try h.importGeneric(csv)
+        #expect(again.status == 200)
+        #expect(try again.json()["id"] as? String == reportId)
+        #expect(try h.financeTransactions().count == ledger.count)
+    }
+
+    /// The payments of the category test, by role.
+    fileprivate struct CategoryPayments {
+        let match1, match2, disputed, short, over, euro, missing, awaiting, declined: APIPayment
+        let refundId, unknown: String
+    }
+
+    /// The category test's report items and batch balances, category by category.
+    fileprivate static func checkItems(_ h: PaymentsHarness, _ report: [String: Any], reportId: String,
+                                       _ p: CategoryPayments) throws {
+        let (match1, match2, disputed, short, over, euro) = (p.match1, p.match2, p.disputed, p.short, p.over, p.euro)
+        let (missing, awaiting, declined, refundId, unknown) = (p.missing, p.awaiting, p.declined, p.refundId, p.unknown)
         let matched = try h.reportItems(reportId, "matched")
         #expect(matched.map { $0["paymentId"] as? String } == [match1.id, match2.id, disputed.id])
         #expect(matched.map { $0["lineNumber"] as? Int } == [2, 3, 4])
@@ -231,19 +257,25 @@ struct SettlementAPITests {
         #expect(batches.map { $0["differenceAmount"] as? String } == ["0.00", "-15.00", "-0.10"])
         #expect(batches.map { $0["payoutLines"] as? Int } == [1, 0, 1])
         #expect(batches.map { $0["balanced"] as? Bool } == [true, false, false])
+    }
 
+    /// The finance store after the category import: settled payments and the refund booked on the
+    /// settlement date, the others still waiting; fees, the chargeback, the adjustment and the payouts.
+    fileprivate static func checkLedger(_ ledger: [[String: Any]], booked: [APIPayment], unbooked: [APIPayment],
+                                        declined: APIPayment, refunded: (id: String, payment: APIPayment),
+                                        disputed: APIPayment) {
+        let (refundId, match1) = refunded
         // The finance store: settled payments and the refund booked on the settlement date, the
         // others still waiting; fees, the chargeback, the adjustment and the payouts as their own rows.
-        let ledger = try h.financeTransactions()
         let postedB1 = "2026-11-27T12:00:00Z"
-        for p in [match1, match2, disputed] {
+        for p in booked {
             let t = paymentTransaction(ledger, p.id)
             #expect(t?["status"] as? String == "booked", "\(p.id)")
             #expect(t?["postedDate"] as? String == postedB1, "\(p.id)")
             #expect(t?["creditDebitIndicator"] as? String == "credit", "\(p.id)")
         }
         #expect(amount(paymentTransaction(ledger, match1.id)) == "25.00")
-        for p in [short, over, euro, missing, awaiting] {
+        for p in unbooked {
             let t = paymentTransaction(ledger, p.id)
             #expect(t?["status"] as? String == "authorized", "\(p.id) stays unbooked")
             #expect(t?["postedDate"] is NSNull, "\(p.id)")
@@ -261,7 +293,8 @@ struct SettlementAPITests {
         #expect(feeRows.compactMap(amount).sorted() == ["0.37", "0.54", "0.75", "1.25", "15.00"])
         #expect(feeRows.allSatisfy { $0["creditDebitIndicator"] as? String == "debit" })
         #expect(feeRows.allSatisfy { $0["status"] as? String == "booked" && $0["postedDate"] as? String == postedB1 })
-        #expect(feeRows.contains { $0["transactionDescription"] as? String == "Processing fee payment \(match1.id)" && amount($0) == "0.75" })
+        #expect(feeRows.contains { $0["transactionDescription"] as? String == "Processing fee payment \(match1.id)"
+            && amount($0) == "0.75" })
 
         let adjustmentRows = ledger.filter { $0["transactionType"] as? String == "adjustment" }
         let chargeback = adjustmentRows.first { $0["transactionDescription"] as? String == "Chargeback on payment \(disputed.id)" }
@@ -273,12 +306,6 @@ struct SettlementAPITests {
         #expect(transfers.allSatisfy { $0["creditDebitIndicator"] as? String == "debit" })
         let postedB2 = transfers.first { amount($0) == "24.41" }?["postedDate"] as? String
         #expect(postedB2 == "2026-11-28T12:00:00Z")
-
-        // The same bytes again: the same report, and the ledger does not move.
-        let again = try h.importGeneric(csv)
-        #expect(again.status == 200)
-        #expect(try again.json()["id"] as? String == reportId)
-        #expect(try h.financeTransactions().count == ledger.count)
     }
 
     /// "Exact minor-unit amounts by default with a configurable tolerance", end to end: the server

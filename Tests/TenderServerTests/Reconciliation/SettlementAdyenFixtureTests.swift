@@ -20,8 +20,10 @@ struct SettlementAdyenFixtureTests {
         let (merchant, key) = try s.merchantWithKey()
         let m = merchant.merchantId
         let sink = FinancePaymentSink(processor: s.app.configuration.processor.rawValue)
-        let payments: [(String, Int64, String)] = [("pay_adyensample0000000000001", 5_200, "USD"), ("pay_adyensample0000000000002", 2_000, "USD"),
-                                                   ("pay_adyensample0000000000003", 50, "EUR"), ("pay_adyensample0000000000007", 999, "USD")]
+        let payments: [(String, Int64, String)] = [("pay_adyensample0000000000001", 5_200, "USD"), ("pay_adyensample0000000000002", 2_000,
+            "USD"),
+                                                   ("pay_adyensample0000000000003", 50, "EUR"), ("pay_adyensample0000000000007", 999,
+                                                       "USD")]
         for (id, amount, currency) in payments {
             try LedgerFixture.payment(s.pool, merchantId: m, id: id, amountMinor: amount, currency: currency)
             try s.pool.transaction { conn in
@@ -30,7 +32,8 @@ struct SettlementAdyenFixtureTests {
                                 merchantId: m, on: conn, now: Date())
             }
         }
-        for (id, payment, amount) in [("re_adyensample0000000000001", "pay_adyensample0000000000001", Int64(1_000)), ("re_adyensample0000000000002", "pay_adyensample0000000000002", 500)] {
+        for (id, payment, amount) in [("re_adyensample0000000000001", "pay_adyensample0000000000001", Int64(1_000)),
+            ("re_adyensample0000000000002", "pay_adyensample0000000000002", 500)] {
             try LedgerFixture.refund(s.pool, merchantId: m, id: id, paymentId: payment, amountMinor: amount)
             try s.pool.transaction { conn in
                 try sink.record(.refundSucceeded(.init(refundId: id, paymentId: payment, amountMinor: amount, currencyCode: "USD",

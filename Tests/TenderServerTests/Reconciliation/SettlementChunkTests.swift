@@ -130,11 +130,14 @@ struct SettlementChunkTests {
     }
 
     @Test func storedEntriesDecodeInBothForms() throws {
-        let line = #""l":{"lineNumber":7,"naturalKey":"k","batchId":"B1","settlementDate":"2024-03-02","type":"refund","journalType":"refund","paymentId":"pay_1","refundId":"re_9","currencyCode":"USD","grossMinor":-500,"netCurrencyCode":"USD","feeMinor":0,"netMinor":-500}"#
+        let line = #""l":{"lineNumber":7,"naturalKey":"k","batchId":"B1","settlementDate":"2024-03-02","type":"refund","#
+            + #""journalType":"refund","paymentId":"pay_1","refundId":"re_9","currencyCode":"USD","grossMinor":-500,"#
+            + #""netCurrencyCode":"USD","feeMinor":0,"netMinor":-500}"#
         // A migrated row: the item is complete, so a field it lacks is nil even where the line has one.
         let migrated = #"{"o":3,"i":{"category":"missing_in_ledger","currencyCode":"USD","reason":"no_recorded_refund"},"# + line + "}"
         // A delta row: absent fields come from the line, null ones stay nil, present ones win.
-        let delta = #"{"o":4,"d":1,"i":{"category":"refund","refundId":null,"actualMinor":500,"expectedMinor":500,"differenceMinor":0},"# + line + "}"
+        let delta = #"{"o":4,"d":1,"i":{"category":"refund","refundId":null,"actualMinor":500,"expectedMinor":500,"differenceMinor":0},"#
+            + line + "}"
         let entries = try StoredItemChunk.decode(migrated + "\n" + delta)
         #expect(entries.map(\.ordinal) == [3, 4])
         #expect(entries[0].item.paymentId == nil)

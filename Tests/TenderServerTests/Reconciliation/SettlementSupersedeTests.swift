@@ -192,7 +192,8 @@ struct SettlementSupersedeTests {
             + "Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number\n"
         func file(batch: Int, _ rows: [String]) -> String {
             // Fields 1–7, then Type … Net Credit (8–16) as given, then 17–22 empty and the batch number.
-            adyenHeader + rows.map { "Co,Shop,,,,2026-11-2\(batch) 23:00:00,CET,\($0)" + String(repeating: ",", count: 7) + "\(batch)\n" }.joined()
+            adyenHeader + rows.map { "Co,Shop,,,,2026-11-2\(batch) 23:00:00,CET,\($0)" + String(repeating: ",",
+                count: 7) + "\(batch)\n" }.joined()
         }
         func post(_ text: String) throws -> RawResponse {
             try client.request("POST", "/v1/settlement-reports?format=adyen-sdr",

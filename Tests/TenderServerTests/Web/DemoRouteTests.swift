@@ -120,8 +120,10 @@ struct DemoRouteTests {
         let demo = try DemoServer(prefix: "web_demo_refuse")
         defer { demo.stop() }
         let client = try RawHTTPClient(port: demo.server.port)
-        let first = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "mug", "quantity": 1]]])).json()
-        let second = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "mug", "quantity": 1]]])).json()
+        let first = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "mug",
+            "quantity": 1]]])).json()
+        let second = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "mug",
+            "quantity": 1]]])).json()
         let id = try #require(first["id"] as? String)
         let otherSecret = try #require(second["clientSecret"] as? String)
         let secret = try #require(first["clientSecret"] as? String)
@@ -158,7 +160,8 @@ struct DemoRouteTests {
         let demo = try DemoServer(prefix: "web_demo_order")
         defer { demo.stop() }
         let client = try RawHTTPClient(port: demo.server.port)
-        let unknown = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "lamp", "quantity": 1]]]))
+        let unknown = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "lamp",
+            "quantity": 1]]]))
         #expect(unknown.status == 422)
         #expect(try unknown.json()["code"] as? String == "unknown_sku")
         #expect(unknown.header("X-Content-Type-Options") == "nosniff")
@@ -175,7 +178,8 @@ struct DemoRouteTests {
         #expect(products.map { $0["sku"] as? String } == ["mug", "tee", "stickers"])
         #expect(products.first?["amount"] as? String == "12.00")
 
-        let session = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "mug", "quantity": 1]]])).json()
+        let session = try client.request("POST", "/demo/api/checkout-sessions", body: try jsonBody(["items": [["sku": "mug",
+            "quantity": 1]]])).json()
         let id = try #require(session["id"] as? String)
         let secret = try #require(session["clientSecret"] as? String)
         let validated = try client.request("POST", "/v1/checkout-sessions/\(id)/merchant-validation",
