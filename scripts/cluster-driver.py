@@ -187,6 +187,9 @@ class Run:
         self.unanswered = set()
         self.kill_primary_at = None
         self.first_write_after_kill = None
+        self.readyz = []         # (time, status, code) of one node's /readyz while no primary
+        self.acked_before_kill = 0
+        self.rate_before_kill = 0.0
         self.count = count
 
     def ack(self, index, status, body, sent_at):
@@ -254,17 +257,45 @@ def pay_all(client, args, run_id, prepared, run, ports):
             if run.kill_primary_at is None and acked >= primary_after:
                 kill_primary(args, ports)
                 run.kill_primary_at = time.monotonic()
+                run.acked_before_kill = acked
             elif run.kill_primary_at is not None and acked >= node_after and args.kill_node:
                 kill_node(args)
                 return
             time.sleep(0.02)
 
-    chaos_thread = threading.Thread(target=chaos, daemon=True)
-    chaos_thread.start()
+    def readiness():
+        """A node's own /readyz (not through HAProxy) from the primary's death until writes work again."""
+        while not done.is_set() and run.first_write_after_kill is None:
+            if run.kill_primary_at is not None:
+                status, code = probe_readyz(args.readyz_port)
+                with run.lock:
+                    run.readyz.append((time.monotonic(), status, code))
+            time.sleep(0.1)
+
+    threads = [threading.Thread(target=chaos, daemon=True), threading.Thread(target=readiness, daemon=True)]
+    for thread in threads:
+        thread.start()
     with ThreadPoolExecutor(args.concurrency) as pool:
         list(pool.map(one, range(args.payments)))
     done.set()
-    chaos_thread.join(5)
+    for thread in threads:
+        thread.join(5)
+
+
+def probe_readyz(port):
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", "/readyz", headers={"Host": "tender"})
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        try:
+            code = json.loads(body).get("code") if response.status != 200 else None
+        except ValueError:
+            code = None
+        return response.status, code
+    except (OSError, http.client.HTTPException):
+        return None, "no_answer"
 
 
 def wait_settled(args, seconds):
@@ -337,11 +368,20 @@ def cmd_run(args):
     prepared = prepare(client, args, run_id)
     log(f"{len(prepared)} sessions open with sandbox tokens ({time.monotonic() - started:.1f} s)")
     run = Run(args.payments)
+    wal_before = psql(args.psql_url, "SELECT pg_current_wal_lsn()")[0][0]
     paying = time.monotonic()
     pay_all(client, args, run_id, prepared, run, ports)
+    if run.kill_primary_at is not None:
+        run.rate_before_kill = run.acked_before_kill / max(run.kill_primary_at - paying, 0.001)
     log(f"payments answered: {len(run.acked)} acknowledged, {len(run.refused)} refused, "
         f"{len(run.unanswered)} unanswered ({time.monotonic() - paying:.1f} s)")
     settled = wait_settled(args, args.settle_seconds)
+    try:
+        wal = int(psql(args.psql_url, f"SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{wal_before}')")[0][0].split(".")[0])
+        log(f"throughput before the fault: {run.rate_before_kill:.0f} payments/s through HAProxy "
+            f"({args.concurrency} clients); WAL written while paying: {wal // max(args.payments, 1)} bytes a payment")
+    except (RuntimeError, ValueError, IndexError) as error:
+        log(f"no WAL figure: {error}")
     log(f"after the resolver and the finance feed: pending, unfed = {settled}")
     lost, twice, pending, max_calls = check(args, run_id, run)
     failover = (run.first_write_after_kill - run.kill_primary_at) if run.first_write_after_kill and run.kill_primary_at else -1
@@ -350,13 +390,18 @@ def cmd_run(args):
     for index, (status, code) in list(run.refused.items())[:10]:
         log(f"refused: payment {index}: {status} {code}")
     log(f"most processor calls for one key: {max_calls} (repeated calls return the first decision)")
+    not_ready = sorted({code for _, status, code in run.readyz if status == 503})
+    log(f"/readyz of a node while no primary: {sum(1 for r in run.readyz if r[1] == 503)} of {len(run.readyz)} "
+        f"probes 503 ({', '.join(not_ready) or 'none'})")
     print(f"cluster: acknowledged {len(run.acked)} payments, lost {len(lost)}, charged twice {twice}, "
           f"failover {failover:.1f} s", flush=True)
     ok = (not lost and twice == 0 and pending == 0 and not run.refused and not run.unanswered
-          and run.kill_primary_at is not None and failover >= 0 and len(run.acked) == args.payments)
+          and run.kill_primary_at is not None and failover >= 0 and len(run.acked) == args.payments
+          and bool(not_ready))
     if not ok:
         log(f"FAILED: lost {len(lost)}, charged twice {twice}, pending {pending}, refused {len(run.refused)}, "
-            f"unanswered {len(run.unanswered)}, primary killed {run.kill_primary_at is not None}")
+            f"unanswered {len(run.unanswered)}, primary killed {run.kill_primary_at is not None}, "
+            f"readyz not ready without a primary {bool(not_ready)}")
     return 0 if ok else 1
 
 
@@ -374,6 +419,7 @@ def main():
     run.add_argument("--rest", required=True)
     run.add_argument("--state", required=True)
     run.add_argument("--kill-node", default="")
+    run.add_argument("--readyz-port", type=int, required=True, help="a node that is not killed")
     run.add_argument("--payments", type=int, default=1000)
     run.add_argument("--concurrency", type=int, default=16)
     run.add_argument("--request-timeout", type=float, default=20)

@@ -240,5 +240,5 @@ echo "cluster-test: cluster up in $(( $(date +%s) - started_at )) s; driving $pa
 
 # --- load, faults, checks ---------------------------------------------------------------------------
 "${driver[@]}" run --base "http://127.0.0.1:$http_front" --api-key "$api_key" --psql-url "$db_url" \
-  --rest "$rest_csv" --state "$state" --kill-node node2 --payments "$payments" --concurrency "$concurrency"
+  --rest "$rest_csv" --state "$state" --kill-node node2 --readyz-port "$(node_port 0)" --payments "$payments" --concurrency "$concurrency"
 echo "cluster-test: done in $(( $(date +%s) - started_at )) s" >&2
