@@ -16,6 +16,7 @@ help:
 	@echo "make test   install, build, run every test against a real PostgreSQL"
 	@echo "make bench  print benchmark figures"
 	@echo "make cluster-test  etcd + Patroni + HAProxy + three nodes on loopback: failover under load, nothing lost"
+	@echo "make chaos  faults on that cluster under load, a measure each"
 	@echo "make release-check  build the release binary and prove it runs without the Swift toolchain"
 	@echo "make fuzz   fuzz token/CMS parsing with libFuzzer (FUZZ_SECONDS, default 600)"
 	@echo "make db-stop  stop the local PostgreSQL cluster"
@@ -95,6 +96,11 @@ test: deps db-check
 # Tender node killed under load; prints `cluster: acknowledged N payments, lost 0, charged twice 0, failover S s`.
 cluster-test: release
 	scripts/cluster-test.sh
+
+# Faults on the same cluster, one measure each: kill -9 of a node and PostgreSQL immediate stop under load,
+# slowloris and slow-body clients (not in CI).
+chaos: release
+	scripts/cluster-test.sh chaos
 
 fuzz: deps
 	scripts/fuzz.sh $${FUZZ_SECONDS:-600}

@@ -405,6 +405,175 @@ def cmd_run(args):
     return 0 if ok else 1
 
 
+# --- make chaos ---------------------------------------------------------------------------------------
+
+def load_until(client, prepared, start_index, stop, run_id, concurrency, results):
+    """Pays prepared sessions from start_index with `concurrency` clients until `stop` is set; records
+    (sent_at, answered_at, status) of every attempt; each payment retried with its key until final."""
+    counter = {"next": start_index}
+    lock = threading.Lock()
+
+    def worker():
+        while not stop.is_set():
+            with lock:
+                index = counter["next"]
+                counter["next"] += 1
+            if index >= len(prepared):
+                return
+            session_id, token = prepared[index]
+            path = f"/v1/checkout-sessions/{session_id}/payments"
+            while True:
+                sent_at = time.monotonic()
+                try:
+                    status, parsed, _ = client.request("POST", path, {"token": token},
+                                                       {"Idempotency-Key": f"chaos-{run_id}-{index}"})
+                except (OSError, http.client.HTTPException):
+                    status, parsed = None, None
+                with lock:
+                    results.append((sent_at, time.monotonic(), status))
+                if status in (200, 202) or (status is not None and status < 500 and not (
+                        status == 409 and (parsed or {}).get("code") == "idempotency_key_in_progress")):
+                    break
+                if stop.is_set() and time.monotonic() - sent_at > 60:
+                    break
+                time.sleep(0.1)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    return threads, counter
+
+
+def outage(results, fault_at):
+    """Seconds from the fault to the first 2xx of a request sent after it, and the failed attempts."""
+    after = [r for r in results if r[0] >= fault_at and r[2] in (200, 202)]
+    failed = sum(1 for r in results if r[0] >= fault_at - 1 and (r[2] is None or r[2] >= 500))
+    return (min(r[1] for r in after) - fault_at) if after else -1, failed
+
+
+def chaos_fault(client, args, prepared, run_id, state, name, fault):
+    stop = threading.Event()
+    results = []
+    threads, counter = load_until(client, prepared, state["next"], stop, run_id, 8, results)
+    time.sleep(3)
+    fault_at = time.monotonic()
+    fault()
+    time.sleep(args.fault_seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(70)
+    state["next"] = counter["next"] + 8
+    seconds, failed = outage(results, fault_at)
+    ok = sum(1 for r in results if r[2] in (200, 202))
+    print(f"chaos: {name}: {ok} payments acknowledged under load, writes back after {seconds:.1f} s, "
+          f"{failed} attempts answered 5xx or not at all (retried with their keys)", flush=True)
+    return seconds >= 0
+
+
+def slow_clients(port, count, body, seconds):
+    """`count` connections that send a request head (or, with body, a body) one byte a second; returns
+    the seconds until the server closed them (median) and how many it had closed after `seconds`."""
+    import socket
+    head = b"POST /v1/payments HTTP/1.1\r\nHost: tender\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" \
+        if body else b"GET /healthz HTTP/1.1\r\nHost: tender\r\n"
+    sockets, opened = [], time.monotonic()
+    for _ in range(count):
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+            sock.setblocking(False)
+            if body:
+                sock.sendall(head)
+            sockets.append([sock, None])
+        except OSError:
+            pass
+    deadline = opened + seconds
+    while time.monotonic() < deadline and any(closed is None for _, closed in sockets):
+        for entry in sockets:
+            sock, closed = entry
+            if closed is not None:
+                continue
+            try:
+                sock.send(b"x" if body else b"X")
+                data = sock.recv(4096)
+                if data == b"" or data:
+                    entry[1] = time.monotonic()
+            except BlockingIOError:
+                pass
+            except OSError:
+                entry[1] = time.monotonic()
+        time.sleep(1)
+    closed = sorted(c - opened for _, c in sockets if c is not None)
+    for sock, _ in sockets:
+        sock.close()
+    return (closed[len(closed) // 2] if closed else -1), len(closed), len(sockets)
+
+
+def latency_during(port, seconds):
+    """p50/p99 of GET /healthz on `port` (new connection each) for `seconds`."""
+    samples, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.monotonic()
+        status, _ = probe_path(port, "/healthz")
+        samples.append((time.monotonic() - started) if status == 200 else 99.0)
+        time.sleep(0.05)
+    samples.sort()
+    return samples[len(samples) // 2] * 1000, samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
+
+
+def probe_path(port, path):
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", path, headers={"Host": "tender"})
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        return response.status, None
+    except (OSError, http.client.HTTPException):
+        return None, "no_answer"
+
+
+def chaos_slow(args, name, port, body):
+    result = {}
+    attack = threading.Thread(target=lambda: result.update(r=slow_clients(port, args.slow_clients, body, 25)), daemon=True)
+    attack.start()
+    time.sleep(1)
+    p50, p99 = latency_during(port, 5)
+    attack.join(40)
+    median_close, closed, opened = result.get("r", (-1, 0, 0))
+    print(f"chaos: {name}: {opened} slow clients, {closed} closed by the server (median {median_close:.0f} s); "
+          f"meanwhile GET /healthz p50 {p50:.1f} ms, p99 {p99:.1f} ms", flush=True)
+    return closed == opened and p99 < 1000
+
+
+def cmd_chaos(args):
+    ports = [int(p) for p in args.rest.split(",")]
+    run_id = f"{int(time.time())}{random.randrange(1000):03d}"
+    client = Client(args.base, args.api_key, timeout=args.request_timeout)
+    prepared = prepare(client, args, run_id)
+    state = {"next": 0}
+    http_port = urllib.parse.urlparse(args.base).port
+    ok = True
+    ok &= chaos_fault(client, args, prepared, run_id, state, "kill -9 of a Tender node",
+                      lambda: kill_node(args))
+    ok &= chaos_fault(client, args, prepared, run_id, state, "PostgreSQL primary immediate stop (Patroni restarts it)",
+                      lambda: stop_primary_immediately(args, ports))
+    ok &= chaos_slow(args, "slowloris through HAProxy", http_port, body=False)
+    ok &= chaos_slow(args, "slow body through HAProxy", http_port, body=True)
+    ok &= chaos_slow(args, "slowloris against a node directly", args.readyz_port, body=False)
+    return 0 if ok else 1
+
+
+def stop_primary_immediately(args, ports):
+    view = cluster_view(ports)
+    name = [m["name"] for m in (view or {}).get("members", []) if m.get("role") == "leader"][0]
+    data = os.path.join(args.state, name, "data")
+    command = ["/usr/lib/postgresql/15/bin/pg_ctl", "-D", data, "-m", "immediate", "stop"]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", args.service_user, "--"] + command
+    subprocess.run(command, capture_output=True, timeout=30)
+    log(f"stopped PostgreSQL primary {name} with pg_ctl -m immediate")
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -426,8 +595,21 @@ def main():
     run.add_argument("--prepare-seconds", type=float, default=90)
     run.add_argument("--pay-seconds", type=float, default=120)
     run.add_argument("--settle-seconds", type=float, default=60)
+    chaos = sub.add_parser("chaos")
+    for name in ("--base", "--api-key", "--psql-url", "--rest", "--state"):
+        chaos.add_argument(name, required=True)
+    chaos.add_argument("--kill-node", required=True)
+    chaos.add_argument("--readyz-port", type=int, required=True)
+    chaos.add_argument("--service-user", default="tender-pg")
+    chaos.add_argument("--payments", type=int, default=600)
+    chaos.add_argument("--concurrency", type=int, default=16)
+    chaos.add_argument("--request-timeout", type=float, default=20)
+    chaos.add_argument("--prepare-seconds", type=float, default=90)
+    chaos.add_argument("--fault-seconds", type=float, default=15)
+    chaos.add_argument("--slow-clients", type=int, default=200)
     args = parser.parse_args()
-    return cmd_wait_cluster(args) if args.command == "wait-cluster" else cmd_run(args)
+    commands = {"wait-cluster": cmd_wait_cluster, "run": cmd_run, "chaos": cmd_chaos}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #   cluster: acknowledged N payments, lost 0, charged twice 0, failover S s
 # and exits non-zero on any loss. Everything it starts is stopped on exit (trap).
 #
+# `scripts/cluster-test.sh chaos` (make chaos) runs the fault measures instead of the payment run.
 # Ports: CLUSTER_PORT_BASE (default 55000) … +39. Payments: CLUSTER_PAYMENTS (default 1000).
 # As root, every daemon runs as the unprivileged system user tender-pg (PostgreSQL refuses root).
 set -euo pipefail
@@ -239,6 +240,13 @@ wait_for "Tender through HAProxy" 30 curl -fsS -H 'Host: tender' "http://127.0.0
 echo "cluster-test: cluster up in $(( $(date +%s) - started_at )) s; driving $payments payments" >&2
 
 # --- load, faults, checks ---------------------------------------------------------------------------
+if [ "${1:-}" = chaos ]; then
+  # make chaos: one measure per fault (scripts/cluster-driver.py chaos).
+  "${driver[@]}" chaos --base "http://127.0.0.1:$http_front" --api-key "$api_key" --psql-url "$db_url" \
+    --rest "$rest_csv" --state "$state" --kill-node node2 --readyz-port "$(node_port 0)" --service-user "$user"
+  echo "cluster-test: chaos done in $(( $(date +%s) - started_at )) s" >&2
+  exit 0
+fi
 "${driver[@]}" run --base "http://127.0.0.1:$http_front" --api-key "$api_key" --psql-url "$db_url" \
   --rest "$rest_csv" --state "$state" --kill-node node2 --readyz-port "$(node_port 0)" --payments "$payments" --concurrency "$concurrency"
 echo "cluster-test: done in $(( $(date +%s) - started_at )) s" >&2
