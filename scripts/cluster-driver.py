@@ -194,7 +194,8 @@ class Run:
 
     def ack(self, index, status, body, sent_at):
         with self.lock:
-            self.acked[index] = (status, body.get("id") or body.get("paymentId"), body.get("status"))
+            payment = body.get("payment") or {}
+            self.acked[index] = (status, payment.get("id"), payment.get("status"))
             if (self.kill_primary_at is not None and self.first_write_after_kill is None
                     and sent_at >= self.kill_primary_at and status == 200):
                 self.first_write_after_kill = time.monotonic()

@@ -56,6 +56,19 @@ fi
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# The ports lie inside the kernel's ephemeral range (32768-60999), where any outgoing connection may be
+# given one as its local port, and then a daemon's bind fails. As root, the test's ports are reserved
+# (net.ipv4.ip_local_reserved_ports) while it runs, and the previous reservation is put back on exit.
+reserved_file=/proc/sys/net/ipv4/ip_local_reserved_ports
+reserved_before=""
+reserved_changed=0
+if [ -w "$reserved_file" ]; then
+  reserved_before="$(cat "$reserved_file")"
+  if echo "${reserved_before:+$reserved_before,}$base-$((base + 39))" >"$reserved_file" 2>/dev/null; then
+    reserved_changed=1
+  fi
+fi
+
 # --- stop everything this script started (also what a killed earlier run left behind) -------------
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 stop_pidfile() {
@@ -64,7 +77,7 @@ stop_pidfile() {
   pid="$(head -n 1 "$file" 2>/dev/null || true)"
   if pid_alive "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do pid_alive "$pid" || break; sleep 0.1; done
+    for _ in $(seq 1 100); do pid_alive "$pid" || break; sleep 0.1; done
     pid_alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$file"
@@ -86,6 +99,7 @@ cleanup() {
   for m in "${members[@]}"; do stop_pidfile "$state/$m/patroni.pid"; done
   for m in "${members[@]}"; do stop_postgres "$state/$m/data"; done
   stop_pidfile "$state/etcd/etcd.pid"
+  if [ $reserved_changed = 1 ]; then echo "$reserved_before" >"$reserved_file" 2>/dev/null; fi
   if [ $status -ne 0 ] && [ -d "$state" ]; then
     echo "cluster-test: failed; logs are in $state (*/*.log)" >&2
     for f in "$state"/node*/tender.log; do
@@ -124,10 +138,22 @@ fill() {
 
 # start PIDFILE LOG COMMAND...: in the background as the service user, in its own session; the pid
 # written is the daemon's own (setsid and setpriv exec).
+# Ports 55000-55199 lie inside the kernel's ephemeral range, so an outgoing connection's local port can
+# hold one for a moment and a bind fails: a daemon that exits within a second is started again.
 start() {
-  local pidfile="$1" logfile="$2"; shift 2
-  setsid "${exec_as[@]}" env HOME="$state" "$@" >>"$logfile" 2>&1 < /dev/null &
-  echo $! >"$pidfile"
+  local pidfile="$1" logfile="$2" attempt pid; shift 2
+  for attempt in 1 2 3 4; do
+    setsid "${exec_as[@]}" env HOME="$state" "$@" >>"$logfile" 2>&1 < /dev/null &
+    pid=$!
+    disown $pid  # the driver kills some with SIGKILL: no job notice for that
+    echo $pid >"$pidfile"
+    sleep 1
+    pid_alive "$pid" && return 0
+    echo "cluster-test: $1 exited at once (attempt $attempt; see $logfile), starting it again" >&2
+    sleep $((attempt * 2))
+  done
+  echo "cluster-test: $1 does not start (see $logfile)" >&2
+  exit 1
 }
 
 wait_for() {
@@ -222,7 +248,9 @@ ENV
 for i in 0 1 2; do node_env $i; done
 tender_cmd() {  # tender_cmd INDEX ARGS...: a tender command with that node's environment
   local n="${nodes[$1]}"; shift
-  as_user env -i PATH="$PATH" HOME=/tmp bash -c 'set -a; . "$1"; set +a; shift; exec "$@"' _ "$state/$n/tender.env" "$bin" "$@"
+  # The sandbox's root exists only after `sandbox bootstrap`; commands run without it and the demo.
+  as_user env -i PATH="$PATH" HOME=/tmp bash -c 'set -a; . "$1"; set +a; unset TENDER_APPLE_ROOTS TENDER_DEMO; shift; exec "$@"' \
+    _ "$state/$n/tender.env" "$bin" "$@"
 }
 tender_cmd 0 migrate >/dev/null
 boot="$(tender_cmd 0 sandbox bootstrap)"
