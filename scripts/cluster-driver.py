@@ -189,6 +189,7 @@ class Run:
         self.first_write_after_kill = None
         self.readyz = []         # (time, status, code) of one node's /readyz while no primary
         self.acked_before_kill = 0
+        self.attempts = {}       # HTTP status (None: no answer) -> attempts
         self.rate_before_kill = 0.0
         self.count = count
 
@@ -234,6 +235,8 @@ def pay_all(client, args, run_id, prepared, run, ports):
                 status, parsed, response = client.request("POST", path, {"token": token}, {"Idempotency-Key": key})
             except (OSError, http.client.HTTPException):
                 status, parsed, response = None, None, None
+            with run.lock:
+                run.attempts[status] = run.attempts.get(status, 0) + 1
             if status in (200, 202):
                 run.ack(index, status, parsed or {}, sent_at)
                 return
@@ -391,6 +394,12 @@ def cmd_run(args):
     for index, (status, code) in list(run.refused.items())[:10]:
         log(f"refused: payment {index}: {status} {code}")
     log(f"most processor calls for one key: {max_calls} (repeated calls return the first decision)")
+    answers = ", ".join(f"{'no answer' if k is None else k}: {v}" for k, v in
+                        sorted(run.attempts.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+    log(f"payment attempts by answer: {answers}")
+    resolved = psql(args.psql_url, f"""SELECT count(*) FROM payments
+                                      WHERE idempotency_key LIKE 'pay-{run_id}-%' AND resolve_attempts > 0""")[0][0]
+    log(f"payments finished by the resolver: {resolved}")
     not_ready = sorted({code for _, status, code in run.readyz if status == 503})
     log(f"/readyz of a node while no primary: {sum(1 for r in run.readyz if r[1] == 503)} of {len(run.readyz)} "
         f"probes 503 ({', '.join(not_ready) or 'none'})")
@@ -408,7 +417,7 @@ def cmd_run(args):
 
 # --- make chaos ---------------------------------------------------------------------------------------
 
-def load_until(client, prepared, start_index, stop, run_id, concurrency, results):
+def load_until(client, prepared, start_index, stop, run_id, concurrency, results, per_phase=300):
     """Pays prepared sessions from start_index with `concurrency` clients until `stop` is set; records
     (sent_at, answered_at, status) of every attempt; each payment retried with its key until final."""
     counter = {"next": start_index}
@@ -419,7 +428,7 @@ def load_until(client, prepared, start_index, stop, run_id, concurrency, results
             with lock:
                 index = counter["next"]
                 counter["next"] += 1
-            if index >= len(prepared):
+            if index >= min(len(prepared), start_index + per_phase):
                 return
             session_id, token = prepared[index]
             path = f"/v1/checkout-sessions/{session_id}/payments"
@@ -438,6 +447,7 @@ def load_until(client, prepared, start_index, stop, run_id, concurrency, results
                 if stop.is_set() and time.monotonic() - sent_at > 60:
                     break
                 time.sleep(0.1)
+            time.sleep(0.25)  # paced: a phase's payments last through the fault
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
     for thread in threads:
@@ -455,7 +465,7 @@ def outage(results, fault_at):
 def chaos_fault(client, args, prepared, run_id, state, name, fault):
     stop = threading.Event()
     results = []
-    threads, counter = load_until(client, prepared, state["next"], stop, run_id, 8, results)
+    threads, counter = load_until(client, prepared, state["next"], stop, run_id, 4, results)
     time.sleep(3)
     fault_at = time.monotonic()
     fault()
@@ -463,7 +473,7 @@ def chaos_fault(client, args, prepared, run_id, state, name, fault):
     stop.set()
     for thread in threads:
         thread.join(70)
-    state["next"] = counter["next"] + 8
+    state["next"] = max(counter["next"], state["next"] + 300)
     seconds, failed = outage(results, fault_at)
     ok = sum(1 for r in results if r[2] in (200, 202))
     print(f"chaos: {name}: {ok} payments acknowledged under load, writes back after {seconds:.1f} s, "
@@ -561,6 +571,14 @@ def cmd_chaos(args):
     ok &= chaos_slow(args, "slowloris through HAProxy", http_port, body=False)
     ok &= chaos_slow(args, "slow body through HAProxy", http_port, body=True)
     ok &= chaos_slow(args, "slowloris against a node directly", args.readyz_port, body=False)
+    settled = wait_settled(args, 60)
+    acked, stored, pending = psql(args.psql_url, f"""
+        SELECT (SELECT count(*) FROM idempotency_keys WHERE idempotency_key LIKE 'chaos-{run_id}-%' AND finished_at IS NOT NULL),
+               (SELECT count(*) FROM payments WHERE idempotency_key LIKE 'chaos-{run_id}-%'),
+               (SELECT count(*) FROM payments WHERE idempotency_key LIKE 'chaos-{run_id}-%' AND status = 'pending')""")[0]
+    print(f"chaos: after the faults: {stored} payments stored, {acked} keys finished, {pending} pending "
+          f"(pending, unfed = {settled})", flush=True)
+    ok &= int(pending) == 0
     return 0 if ok else 1
 
 
@@ -602,7 +620,7 @@ def main():
     chaos.add_argument("--kill-node", required=True)
     chaos.add_argument("--readyz-port", type=int, required=True)
     chaos.add_argument("--service-user", default="tender-pg")
-    chaos.add_argument("--payments", type=int, default=600)
+    chaos.add_argument("--payments", type=int, default=600, help="prepared sessions: 300 a fault")
     chaos.add_argument("--concurrency", type=int, default=16)
     chaos.add_argument("--request-timeout", type=float, default=20)
     chaos.add_argument("--prepare-seconds", type=float, default=90)

@@ -265,7 +265,7 @@ for i in 0 1 2; do
   wait_for "Tender ${nodes[$i]} /readyz" 60 curl -fsS "http://127.0.0.1:$(node_port $i)/readyz"
 done
 wait_for "Tender through HAProxy" 30 curl -fsS -H 'Host: tender' "http://127.0.0.1:$http_front/readyz"
-echo "cluster-test: cluster up in $(( $(date +%s) - started_at )) s; driving $payments payments" >&2
+echo "cluster-test: cluster up in $(( $(date +%s) - started_at )) s" >&2
 
 # --- load, faults, checks ---------------------------------------------------------------------------
 if [ "${1:-}" = chaos ]; then
