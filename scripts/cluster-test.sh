@@ -123,6 +123,16 @@ for p in $(seq "$base" $((base + 39))); do
 done
 mkdir -p "$state"
 [ "$data_root/cluster" != "$state" ] && ln -sfn "$state" "$data_root/cluster"
+# A checkout the service user cannot read (e.g. under /root): it runs copies of the binary and migrations.
+migrations="$here/migrations"
+if [ ${#run_as[@]} -gt 0 ] && ! runuser -u "$user" -- test -x "$bin" -a -r "$migrations/$(ls "$migrations" | head -n 1)"; then
+  mkdir -p "$state/bin"
+  cp "$bin" "$state/bin/tender"
+  cp -r "$migrations" "$state/bin/migrations"
+  bin="$state/bin/tender"
+  migrations="$state/bin/migrations"
+fi
+cd "$state"
 
 # fill TEMPLATE OUT NAME=VALUE...: replaces @NAME@; refuses a placeholder left unfilled.
 fill() {
@@ -241,7 +251,7 @@ TENDER_PROCESSOR=simulator
 TENDER_PROCESSOR_TIMEOUT_MS=2000
 TENDER_PAYMENTS_KEY_LOCK_MS=8000
 TENDER_PAYMENTS_RESOLVER_INTERVAL_MS=500
-TENDER_MIGRATIONS_DIR=$here/migrations
+TENDER_MIGRATIONS_DIR=$migrations
 ENV
   chown -R "$user" "$state/$n"
 }
