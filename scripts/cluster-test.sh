@@ -9,6 +9,7 @@
 #
 # `scripts/cluster-test.sh chaos` (make chaos) runs the fault measures instead of the payment run.
 # Ports: CLUSTER_PORT_BASE (default 55000) … +39. Payments: CLUSTER_PAYMENTS (default 1000).
+# CLUSTER_PGBOUNCER=1 puts deploy/cluster/pgbouncer.ini.in between the nodes and HAProxy.
 # As root, every daemon runs as the unprivileged system user tender-pg (PostgreSQL refuses root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,7 @@ members=(pg1 pg2 pg3)
 nodes=(node1 node2 node3)
 
 etcd_client=$base; etcd_peer=$((base + 1))
-pg_front=$((base + 2)); pg_replicas=$((base + 3)); http_front=$((base + 4))
+pg_front=$((base + 2)); pg_replicas=$((base + 3)); http_front=$((base + 4)); pgbouncer_port=$((base + 5))
 pg_port() { echo $((base + 10 + $1)); }
 rest_port() { echo $((base + 20 + $1)); }
 node_port() { echo $((base + 30 + $1)); }
@@ -95,6 +96,7 @@ cleanup() {
   local status=$?
   set +e
   for n in "${nodes[@]}"; do stop_pidfile "$state/$n/tender.pid"; done
+  stop_pidfile "$state/pgbouncer/pgbouncer.pid.run"
   stop_pidfile "$state/haproxy/haproxy.pid"
   for m in "${members[@]}"; do stop_pidfile "$state/$m/patroni.pid"; done
   for m in "${members[@]}"; do stop_postgres "$state/$m/data"; done
@@ -113,6 +115,7 @@ trap 'exit 130' INT TERM
 # Leftovers of an interrupted earlier run.
 if [ -d "$state" ]; then
   ( trap - EXIT; for n in "${nodes[@]}"; do stop_pidfile "$state/$n/tender.pid"; done
+    stop_pidfile "$state/pgbouncer/pgbouncer.pid.run"
     stop_pidfile "$state/haproxy/haproxy.pid"
     for m in "${members[@]}"; do stop_pidfile "$state/$m/patroni.pid"; stop_postgres "$state/$m/data"; done
     stop_pidfile "$state/etcd/etcd.pid" ) || true
@@ -232,6 +235,21 @@ ALTER ROLE tender SET statement_timeout = '5s';
 SQL
 db_url="postgresql://tender@127.0.0.1:$pg_front/tender?connect_timeout=3"
 
+# --- pgbouncer (optional, CLUSTER_PGBOUNCER=1): the nodes' pools then go through it -------------------
+node_db_port=$pg_front
+if [ "${CLUSTER_PGBOUNCER:-0}" = 1 ]; then
+  command -v pgbouncer >/dev/null || { echo "cluster-test: pgbouncer not found (scripts/deps.sh)" >&2; exit 1; }
+  mkdir -p "$state/pgbouncer"
+  fill "$templates/pgbouncer.ini.in" "$state/pgbouncer/pgbouncer.ini" DATABASE=tender PG_FRONT_PORT=$pg_front \
+    PGBOUNCER_PORT=$pgbouncer_port PGBOUNCER_AUTH_TYPE=trust STATE_DIR="$state/pgbouncer"
+  echo '"tender" ""' >"$state/pgbouncer/pgbouncer-users.txt"
+  chown -R "$user" "$state/pgbouncer"
+  start "$state/pgbouncer/pgbouncer.pid.run" "$state/pgbouncer/pgbouncer.out" pgbouncer "$state/pgbouncer/pgbouncer.ini"
+  wait_for pgbouncer 30 psql -qtAX "postgresql://tender@127.0.0.1:$pgbouncer_port/tender?connect_timeout=3" -c "SELECT 1"
+  node_db_port=$pgbouncer_port
+  echo "cluster-test: the nodes reach PostgreSQL through pgbouncer (transaction mode)" >&2
+fi
+
 # --- Tender nodes ---------------------------------------------------------------------------------
 tender_data="$state/tender"
 mkdir -p "$tender_data"
@@ -239,7 +257,7 @@ chown -R "$user" "$tender_data"
 node_env() {  # node_env INDEX: the node's environment file from the template
   local n="${nodes[$1]}"
   mkdir -p "$state/$n"
-  fill "$templates/tender-node.env.in" "$state/$n/tender.env" DB_PORT=$pg_front PG_FRONT_PORT=$pg_front \
+  fill "$templates/tender-node.env.in" "$state/$n/tender.env" DB_PORT=$node_db_port PG_FRONT_PORT=$pg_front \
     DATABASE=tender NODE_PORT="$(node_port "$1")" DATA_DIR="$tender_data" MASTER_KEY_FILE="$tender_data/master.key" \
     POOL_SIZE=8
   cat >>"$state/$n/tender.env" <<ENV
