@@ -207,7 +207,10 @@ def prepare(client, args, run_id):
     deadline = time.monotonic() + args.prepare_seconds
 
     def one(index):
-        cart = {"currencyCode": "USD", "lineItems": [{"label": f"Cluster test {index}", "amount": "12.00"}]}
+        # One in ten: the simulator charges, then loses its first answer (amount ending 08), so the
+        # payment is retried inside the request or left pending for a resolver on any node.
+        amount = "12.08" if index % 10 == 3 else "12.00"
+        cart = {"currencyCode": "USD", "lineItems": [{"label": f"Cluster test {index}", "amount": amount}]}
         status, session = with_retries(client, "POST", "/v1/checkout-sessions", cart, f"cs-{run_id}-{index}", deadline)
         if status != 201:
             raise RuntimeError(f"session {index}: {status} {session}")
