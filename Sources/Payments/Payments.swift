@@ -48,8 +48,12 @@ public enum ProcessorOutcome: Sendable, Equatable {
     case declined(declineCode: String, processorReference: String?)
     /// No answer (timeout, connection lost, 5xx after retries): the charge may or may not exist.
     case unknown(reason: String)
+    /// Taken for asynchronous processing, with the processor's reference of the request; the final answer
+    /// comes later by another channel (Adyen answers every refund this way, `status: received`). Not a
+    /// success, and re-sending cannot change it: the request waits, `pending`, and is not re-sent.
+    case accepted(processorReference: String)
 
-    /// Unknown outcomes are transient; answers are permanent (a decline is never retried).
+    /// Unknown outcomes are transient; answers are permanent (a decline is never retried, nor an accepted request).
     public var outcomeClass: OutcomeClass {
         if case .unknown = self { return .transient }
         return .permanent
@@ -60,7 +64,7 @@ public enum ProcessorOutcome: Sendable, Equatable {
         switch self {
         case .approved: .succeeded
         case .declined: .declined
-        case .unknown: .pending
+        case .unknown, .accepted: .pending
         }
     }
 }

@@ -68,6 +68,7 @@ public final class TenderApp: Sendable {
         registerPaymentsRoutes(into: &router)
         registerMerchantValidationRoutes(into: &router)
         registerSettlementReportRoutes(into: &router)
+        registerEventRoutes(into: &router)
         registerWebRoutes(into: &router)
         return router
     }

@@ -135,16 +135,21 @@ extension TenderApp {
             throw caller.notFound
         }
         try caller.authorize(merchantId: snapshot.merchantId, clientSecretSHA256: snapshot.clientSecretSHA256)
-        let checkout = try Self.decodeCheckout(snapshot.checkoutJSON)
+        var response = HTTPResponse.json(try Self.sessionView(snapshot))
+        response.headers.replaceOrAdd("Cache-Control", "no-store")
+        return response
+    }
+
+    /// A session as `GET /v1/checkout-sessions/{id}` shows it (also the `checkout_session.expired` event's object).
+    static func sessionView(_ snapshot: SessionSnapshot) throws -> SessionView {
+        let checkout = try decodeCheckout(snapshot.checkoutJSON)
         // An open session past its expiry reads as expired before any update has marked it so.
         let status = snapshot.status == "open" && snapshot.isPastExpiry ? "expired" : snapshot.status
-        var response = HTTPResponse.json(SessionView(
+        return SessionView(
             id: snapshot.sessionId, status: status, version: snapshot.version, clientSecret: nil,
             expiresAt: Timestamp(millisecondsSinceEpoch: snapshot.expiresAtMilliseconds).rfc3339,
             totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode, apiVersion: checkout.apiVersion,
-            paymentRequest: checkout.paymentRequest))
-        response.headers.replaceOrAdd("Cache-Control", "no-store")
-        return response
+            paymentRequest: checkout.paymentRequest)
     }
 
     // MARK: - Updates (rules 31–39)
@@ -172,7 +177,8 @@ extension TenderApp {
             default: throw CheckoutProblems.sessionNotOpen
             }
             if session.isPastExpiry {
-                try CheckoutStore.markExpired(sessionId, on: conn)
+                // The change an update notices is the sweeper's change: the same status, the same event.
+                try SessionExpiry.expire(sessionId, on: conn, now: Date(timeIntervalSince1970: TimeInterval(now.unixSeconds)))
                 return .expired
             }
             let latest = try Self.latestVersion(sessionId, session.version, on: conn)

@@ -108,14 +108,6 @@ enum CheckoutStore {
             """, [sessionId, version, event, totalMinor, checkoutJSON, inputSHA256, responseJSON])
     }
 
-    /// Records that an open session ran past its expiry.
-    static func markExpired(_ sessionId: String, on conn: PostgresConnection) throws {
-        _ = try conn.execute("""
-            UPDATE checkout_sessions SET status = 'expired', updated_at = now()
-            WHERE session_id = $1 AND status = 'open'
-            """, [sessionId])
-    }
-
     /// The session and its latest version, read in one statement (one snapshot).
     static func snapshot(_ sessionId: String, on conn: PostgresConnection) throws -> SessionSnapshot? {
         guard let row = try conn.query("""

@@ -427,8 +427,12 @@ public final class PaymentsService: Sendable {
     /// Phase 3: commits `outcome` (nil: the payment is already final) and returns the client's response.
     /// Succeeded marks the session paid and feeds the ledger sink in the same transaction. An unknown
     /// outcome leaves the payment pending and the key resumable (released, not finished).
-    func recordOutcome(paymentId: String, outcome: ProcessorOutcome?) throws -> HTTPResponse {
-        try pool.transaction { conn in
+    func recordOutcome(paymentId: String, outcome answer: ProcessorOutcome?) throws -> HTTPResponse {
+        // An authorization has no later channel that would settle an accepted one: it stays pending and is
+        // re-sent with its key like an unknown one (no connector answers an authorization that way today).
+        var outcome = answer
+        if case .accepted? = answer { outcome = .unknown(reason: "processor_accepted") }
+        return try pool.transaction { conn in
             try Self.lockSession(ofPayment: paymentId, on: conn)
             // A known answer is written with one conditional update that returns the row; only when it finds
             // the payment no longer pending (or the answer is unknown) is the row read and locked instead.
@@ -444,7 +448,7 @@ public final class PaymentsService: Sendable {
                 }
             case .declined(let code, let reference)?:
                 recorded = try conn.query(Self.declinedSQL, [paymentId, code, reference]).first.map(PaymentRecord.init(row:))
-            case .unknown?, nil:
+            case .unknown?, .accepted?, nil:
                 break
             }
             if recorded == nil {

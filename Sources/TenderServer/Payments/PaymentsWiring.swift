@@ -26,16 +26,28 @@ extension PaymentsService {
         let processor: any PaymentProcessor
         switch configuration.processor {
         case .http:
-            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "", timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
-                                      authentication: configuration.processorAuthentication)
+            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "",
+                                      timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
+                                      authentication: configuration.processorAuthentication,
+                                      allowPlainHTTPForTesting: configuration.processorPlainHTTPForTesting)
             if !configuration.processorAuthentication.authenticates {
-                logger.warning("TENDER_PROCESSOR=http without TENDER_PROCESSOR_TOKEN_FILE or a client certificate: the processor cannot tell Tender's calls from anyone else's")
+                logger.warning("TENDER_PROCESSOR=http without TENDER_PROCESSOR_TOKEN_FILE or a client certificate: "
+                               + "the processor cannot tell Tender's calls from anyone else's")
             }
+        case .adyen:
+            guard let adyen = configuration.adyen else { preconditionFailure("TENDER_PROCESSOR=adyen loads AdyenSettings") }
+            processor = AdyenProcessor(settings: adyen, timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
+                                       authentication: configuration.processorAuthentication)
+            logger.info("processor: Adyen Checkout API", [("url", adyen.baseURL), ("merchant_account", adyen.merchantAccount)])
         case .simulator:
             var rules = SimulatorRules()
             rules.latencyMilliseconds = (try? TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS",
                                                                           default: 0, range: 0...60_000)) ?? 0
             processor = SimulatorProcessor(pool: pool, rules: rules)
+        }
+        if configuration.processorPlainHTTPForTesting {
+            logger.warning("\(TenderConfiguration.plainHTTPProcessorVariable)=true: a plain-http processor URL is allowed; "
+                           + "card data may cross the network in clear (tests only)")
         }
         let crash = CrashHook(environment: environment)
         if let point = crash.point {

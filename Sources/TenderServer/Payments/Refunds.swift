@@ -18,6 +18,8 @@ struct RefundRecord: Sendable {
     let processorKey: String
     let idempotencyKey: String?
     let createdAt: Date
+    /// When the processor accepted the refund for asynchronous processing (`ProcessorOutcome.accepted`).
+    let processorAcceptedAt: Date?
     /// Set when the outcome could not be recorded `recordAttemptsMax` times (see `PaymentRecord`).
     let needsOperatorAt: Date?
 
@@ -33,17 +35,18 @@ struct RefundRecord: Sendable {
         processorKey = try row.decode("processor_key")
         idempotencyKey = try row.decodeIfPresent("idempotency_key")
         createdAt = try row.decode("created_at")
+        processorAcceptedAt = try row.decodeIfPresent("processor_accepted_at")
         needsOperatorAt = try row.decodeIfPresent("needs_operator_at")
     }
 
     static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false) throws -> RefundRecord? {
         let sql: SQL = forUpdate ? """
             SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
-                   processor_key, idempotency_key, created_at, needs_operator_at
+                   processor_key, idempotency_key, created_at, processor_accepted_at, needs_operator_at
             FROM refunds WHERE refund_id = $1 FOR UPDATE
             """ : """
             SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
-                   processor_key, idempotency_key, created_at, needs_operator_at
+                   processor_key, idempotency_key, created_at, processor_accepted_at, needs_operator_at
             FROM refunds WHERE refund_id = $1
             """
         return try conn.query(sql, [id]).first.map(RefundRecord.init(row:))
@@ -52,7 +55,7 @@ struct RefundRecord: Sendable {
     /// One page of a payment's refunds, newest first, after the refund `$2` (if any); `$3` rows at most.
     static let listSQL: SQL = """
         SELECT refund_id, payment_id, merchant_id, status, amount_minor, currency_code, processor_reference, decline_code,
-               processor_key, idempotency_key, created_at, needs_operator_at
+               processor_key, idempotency_key, created_at, processor_accepted_at, needs_operator_at
         FROM refunds
         WHERE payment_id = $1
           AND ($2::text IS NULL OR (created_at, refund_id) <
@@ -188,7 +191,10 @@ extension PaymentsService {
 
     /// Calls the processor for a reserved refund, then records the outcome.
     func sendRefund(_ refund: RefundRecord, processorReference: String) throws -> HTTPResponse {
-        if refund.status != "pending" { return try recordRefundOutcome(refundId: refund.refundId, outcome: nil) }
+        // Settled, or accepted by the processor: nothing to send, the stored state is the answer.
+        if refund.status != "pending" || refund.processorAcceptedAt != nil {
+            return try recordRefundOutcome(refundId: refund.refundId, outcome: nil)
+        }
         // Waiting for an operator: a retry of the key shows the state and calls nobody.
         if refund.needsOperatorAt != nil {
             try releaseKey(merchantId: refund.merchantId, idempotencyKey: refund.idempotencyKey)
@@ -208,8 +214,20 @@ extension PaymentsService {
     func recordRefundOutcome(refundId: String, outcome: ProcessorOutcome?) throws -> HTTPResponse {
         try pool.transaction { conn in
             guard var refund = try RefundRecord.load(refundId, on: conn, forUpdate: true) else { throw PaymentProblems.internalError }
-            if refund.status == "pending", let outcome {
+            // Accepted by the processor (asynchronous refunds): its reference is kept, the refund stays pending and
+            // is never re-sent; the key's answer is stored, since repeating the call cannot change it.
+            var accepted = refund.status == "pending" && refund.processorAcceptedAt != nil
+            if refund.status == "pending", !accepted, let outcome {
                 switch outcome {
+                case .accepted(let reference):
+                    logger.info("processor accepted refund for asynchronous processing",
+                                [("refund_id", refundId), ("processor_reference", reference)])
+                    _ = try conn.execute("""
+                        UPDATE refunds SET processor_reference = $2, processor_accepted_at = now(), next_resolve_at = NULL,
+                               updated_at = now()
+                        WHERE refund_id = $1
+                        """, [refundId, reference])
+                    accepted = true
                 case .approved(let reference, _):
                     _ = try conn.execute("""
                         UPDATE refunds SET status = 'succeeded', processor_reference = $2, next_resolve_at = NULL, updated_at = now()
@@ -245,7 +263,7 @@ extension PaymentsService {
                 refund = updated
             }
             let response = HTTPResponse.json(RefundView(refund), status: refund.status == "pending" ? 202 : 200)
-            if let key = refund.idempotencyKey, refund.status != "pending" {
+            if let key = refund.idempotencyKey, refund.status != "pending" || accepted {
                 try KeyClaim.finish(conn: conn, merchantId: refund.merchantId, key: key, response: response)
             }
             return response
@@ -276,5 +294,39 @@ extension PaymentsService {
                                                      currencyCode: refund.currencyCode, processorKey: refund.processorKey))
         _ = try recordingOrHolding(.refund(refundId), outcome: outcome, merchantId: refund.merchantId,
                                    idempotencyKey: refund.idempotencyKey)
+    }
+}
+
+/// What the processor later said about a refund it had accepted (Adyen's REFUND notification, its Customer Area).
+enum RefundConfirmation: Sendable, Equatable {
+    /// The money went back to the shopper.
+    case succeeded
+    /// The processor failed the refund, with a code for it.
+    case declined(code: String)
+}
+
+extension PaymentsService {
+    /// Settles a refund the processor accepted (`ProcessorOutcome.accepted`) with its later answer: a success reaches
+    /// the ledger through `sink` in the same transaction, as a synchronous one does. Nil when `refundId` is not a
+    /// pending accepted refund (nothing changes then).
+    static func settleAcceptedRefund(_ refundId: String, as confirmation: RefundConfirmation, pool: PostgresPool,
+                                     sink: any PaymentOutcomeSink) throws -> RefundRecord? {
+        try pool.transaction { conn -> RefundRecord? in
+            guard let refund = try RefundRecord.load(refundId, on: conn, forUpdate: true), refund.status == "pending",
+                  refund.processorAcceptedAt != nil, let reference = refund.processorReference else { return nil }
+            let now: Date = try conn.query("SELECT now() AS now").first?.decode("now") ?? refund.createdAt
+            switch confirmation {
+            case .succeeded:
+                _ = try conn.execute("UPDATE refunds SET status = 'succeeded', updated_at = now() WHERE refund_id = $1", [refundId])
+                try sink.record(.refundSucceeded(refundId: refundId, paymentId: refund.paymentId, amountMinor: refund.amountMinor,
+                                                 currencyCode: refund.currencyCode, processorReference: reference),
+                                merchantId: refund.merchantId, on: conn, now: now)
+            case .declined(let code):
+                _ = try conn.execute("""
+                    UPDATE refunds SET status = 'declined', decline_code = $2, updated_at = now() WHERE refund_id = $1
+                    """, [refundId, code])
+            }
+            return try RefundRecord.load(refundId, on: conn)
+        }
     }
 }

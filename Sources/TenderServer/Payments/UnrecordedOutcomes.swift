@@ -30,6 +30,7 @@ extension ProcessorOutcome {
         case .approved: "approved"
         case .declined: "declined"
         case .unknown: "unknown"
+        case .accepted: "accepted"
         }
     }
 }

@@ -141,7 +141,8 @@ struct PaymentOutcomeTests {
         defer { fake.stop() }
         let h = try PaymentsHarness(prefix: "pay_http", processor: { _ in
             HTTPProcessor(baseURL: fake.url, timeoutMilliseconds: 300,
-                          retryPolicy: RetryPolicy(attemptsMax: 3, baseDelayMilliseconds: 10, maxDelayMilliseconds: 20))
+                          retryPolicy: RetryPolicy(attemptsMax: 3, baseDelayMilliseconds: 10, maxDelayMilliseconds: 20),
+                          allowPlainHTTPForTesting: true)
         })
         defer { h.stop() }
         func attempt(_ mode: FakeProcessorServer.Mode, _ key: String) throws -> (RawResponse, String) {
