@@ -9,12 +9,14 @@ ifeq ($(CI),true)
 SWIFT_FLAGS += -Xswiftc -warnings-as-errors
 endif
 
-.PHONY: deps build release release-check run test fuzz bench db-start db-stop db-check clean help
+.PHONY: deps build release release-check run test cluster-test chaos fuzz bench db-start db-stop db-check clean help
 
 help:
 	@echo "make run    install, build, start local PostgreSQL, migrate, serve on 127.0.0.1:8080"
 	@echo "make test   install, build, run every test against a real PostgreSQL"
 	@echo "make bench  print benchmark figures"
+	@echo "make cluster-test  etcd + Patroni + HAProxy + three nodes on loopback: failover under load, nothing lost"
+	@echo "make chaos  faults on that cluster under load, a measure each"
 	@echo "make release-check  build the release binary and prove it runs without the Swift toolchain"
 	@echo "make fuzz   fuzz token/CMS parsing with libFuzzer (FUZZ_SECONDS, default 600)"
 	@echo "make db-stop  stop the local PostgreSQL cluster"
@@ -91,6 +93,16 @@ test: deps db-check
 	scripts/browser-test.sh
 	# A short libFuzzer run over token/CMS/X.509 parsing after the tests (`make fuzz` runs longer).
 	scripts/fuzz.sh $${FUZZ_TEST_SECONDS:-20}
+
+# CONTRACT §10: the deploy/cluster/ topology on loopback (ports 55000-55039), a PostgreSQL primary and a
+# Tender node killed under load; prints `cluster: acknowledged N payments, lost 0, charged twice 0, failover S s`.
+cluster-test: release
+	scripts/cluster-test.sh
+
+# Faults on the same cluster, one measure each: kill -9 of a node and PostgreSQL immediate stop under load,
+# slowloris and slow-body clients (not in CI).
+chaos: release
+	scripts/cluster-test.sh chaos
 
 fuzz: deps
 	scripts/fuzz.sh $${FUZZ_SECONDS:-600}

@@ -163,6 +163,13 @@ public final class TenderApp: Sendable {
                 throw HTTPProblem(.migrationsPending,
                                   detail: "Database migrations are pending.")
             }
+            // Behind a proxy that follows the primary (deploy/cluster/), the database address can reach
+            // a standby for a moment during a failover: a node that cannot write is not ready.
+            let recovery = try pool.query("SELECT pg_is_in_recovery() AS in_recovery").first
+            if try recovery?.decode("in_recovery", as: Bool.self) ?? true {
+                throw HTTPProblem(status: 503, code: "database_read_only", title: "Not ready",
+                                  detail: "The database server is a read-only standby, not the primary.")
+            }
         } catch let problem as HTTPProblem {
             throw problem
         } catch let error as MigrationError {
