@@ -43,8 +43,9 @@ extension TenderApp {
     /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (openapi.yaml).
     func registerSettlementReportRoutes(into router: inout Router) {
         let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
+        let worker = SettlementEffectsWorker(store: store, logger: logger)
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
-            try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store)
+            try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store, worker: worker)
         }))
         router.add("GET", "/v1/settlement-reports", guarded(authenticated { request, merchant in
             let limit = try Self.integerParameter(request, "limit", default: SettlementItemPaging.reportsLimitDefault,
@@ -87,8 +88,8 @@ extension TenderApp {
         }))
     }
 
-    private static func importSettlementReport(_ request: HTTPRequest, merchantId: String,
-                                               store: SettlementReportStore) throws -> HTTPResponse {
+    private static func importSettlementReport(_ request: HTTPRequest, merchantId: String, store: SettlementReportStore,
+                                               worker: SettlementEffectsWorker) throws -> HTTPResponse {
         guard let formatText = request.queryValue("format"),
               let format = SettlementReportFormat(rawValue: formatText) else {
             throw SettlementProblems.parameter("format", "generic or adyen-sdr")
@@ -109,7 +110,10 @@ extension TenderApp {
         do {
             let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,
-                source: ByteArraySource(request.body), supersede: supersede, now: Date())
+                source: ByteArraySource(request.body), supersede: supersede, now: Date(),
+                effectsInlineLinesMax: SettlementReportStore.effectsInlineLinesMax)
+            // A large report answers once stored; its effects follow in the background.
+            if outcome.report.effectsPending { worker.wake(merchantId: merchantId) }
             var response = HTTPResponse.json(outcome.report, status: outcome.created ? 201 : 200)
             if !outcome.created { response.headers.replaceOrAdd("Idempotent-Replayed", "true") }
             return response
