@@ -12,6 +12,8 @@ import Glibc
 enum FinanceBenchCommand {
     static let help = """
         usage: tender finance-bench [--database-url URL] [--transactions N] [--rate PER_SECOND] [--seconds S]
+               tender finance-bench [--database-url URL] --record-seconds S [--clients N]
+        The second form prints only the recording figure: one event per transaction from N clients (default 8).
         On a migrated database: records N payments through FinanceRecorder, then, for a second merchant,
         N payments, N fees and N bookings in batches (settlement-style, one transaction per batch); streams
         the first merchant's history over SSE from zero (catch-up changes/s), then records payments at a
@@ -21,7 +23,8 @@ enum FinanceBenchCommand {
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
-        let args = try Arguments(argv, options: ["database-url", "transactions", "rate", "seconds"])
+        let args = try Arguments(argv, options: ["database-url", "transactions", "rate", "seconds",
+                                                                 "record-seconds", "clients"])
         if args.wantsHelp { Console.out(help); return .success }
         try args.expectPositionals(0)
         var overrides: [String: String] = ["TENDER_LISTEN": "127.0.0.1:0"]
@@ -30,6 +33,15 @@ enum FinanceBenchCommand {
         let rate = Int(args.value("rate") ?? "200") ?? 200
         let seconds = Int(args.value("seconds") ?? "10") ?? 10
         var configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
+        if let recordSeconds = args.value("record-seconds") {
+            guard let seconds = Double(recordSeconds), seconds > 0, let clients = Int(args.value("clients") ?? "8"),
+                  (1...64).contains(clients) else {
+                throw UsageError(message: "--record-seconds must be positive and --clients in 1...64")
+            }
+            try FinanceRecordBench.run(clients: clients, seconds: seconds, configuration: configuration,
+                                       migrations: TenderCLI.migrationsDirectory(environment), now: Date())
+            return .success
+        }
         configuration.limits.databaseConnectionsMax = 8
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
         pg.connectionsMax = 8
