@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
 export TENDER_DATA_DIR="${TENDER_DATA_DIR:-$PWD/.tender}"
-lines="${BENCH_RECON_LINES:-500000}"
+lines="${BENCH_RECON_LINES:-100000}"
 payments="${BENCH_RECON_PAYMENTS:-$lines}"
 small=$((lines / 2))
 out="$PWD/.build/bench"
