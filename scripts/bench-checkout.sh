@@ -2,9 +2,13 @@
 # Checkout recalculation under load (issue 3): wrk with 64 connections on
 # POST /v1/checkout-sessions/{id}/shipping-method, rotating over a pool of open sessions and alternating
 # the shipping identifier so every request is a real update (a new session version), never a repeat.
-# Called by scripts/bench.sh with the running server; prints figures, passes or fails nothing.
+# Called by scripts/bench.sh with the running server; prints figures and the ratio line
+# checkout_update_vs_pgbench_tpcb (updates/s over pgbench TPC-B tps, BENCH_PGBENCH_TPCB from bench.sh or
+# measured here with 32 clients); passes or fails nothing.
 #   usage: bench-checkout.sh PORT API_KEY SERVER_PID [OUT_DIR] [SECONDS]
 set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 port="$1" key="$2" server_pid="$3"
 out="${4:-$PWD/.build/bench}" duration="${5:-${BENCH_SECONDS:-10}}"
 sessions="${BENCH_CHECKOUT_SESSIONS:-256}"
@@ -68,7 +72,9 @@ printf '%-40s %12s %10s %10s %8s\n' "tender POST …/shipping-method ($sessions 
 python3 - "$rps" "$t0" "$t1" "$(getconf CLK_TCK)" "$duration" <<'PY'
 import sys
 rps, t0, t1, hz, dur = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-print(f"shipping-method updates: goal >= 2000/s with p99 < 25 ms")
+print(f"shipping-method updates: goal >= TPC-B tps with p99 < 25 ms")
 if rps > 0:
     print(f"server CPU per shipping-method update: {1e6 * (t1 - t0) / hz / (rps * dur):.1f} us")
 PY
+tpcb="${BENCH_PGBENCH_TPCB:-$(bench_pgbench_tpcb 32 "$duration")}"
+bench_ratio checkout_update_vs_pgbench_tpcb "$(bench_divide "$rps" "$tpcb")" 1.00

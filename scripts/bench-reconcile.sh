@@ -3,20 +3,36 @@
 # `tender reconcile` on a generated generic report against recorded payments, timed with
 # /usr/bin/time -v. Prints lines/s for import + match (the phase `tender reconcile` logs as import_ms),
 # the effects phase after it, and the peak RSS, for a small and a large file against the same ledger,
-# so that memory growth with the file shows. Figures only; nothing fails.
+# so that memory growth with the file shows (the small file only with BENCH_RECON_SMALL=1). Ends with the
+# ratio lines reconcile_import_lines_per_s and reconcile_effects_lines_per_s (lines/s against the goals
+# 100,000 and 20,000). Figures only; nothing fails.
+# With TENDER_DATABASE_URL set, the ledger and each run's copy of it are databases of their own on that
+# server, named after its database (NAME_recon_ledger, NAME_recon_run) and dropped at the end; the cluster
+# itself is never started, stopped or pruned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 export TENDER_DATA_DIR="${TENDER_DATA_DIR:-$PWD/.tender}"
-lines="${BENCH_RECON_LINES:-1000000}"
-payments="${BENCH_RECON_PAYMENTS:-1000000}"
+lines="${BENCH_RECON_LINES:-100000}"
+payments="${BENCH_RECON_PAYMENTS:-$lines}"
 small=$((lines / 2))
 out="$PWD/.build/bench"
 mkdir -p "$out"
-bin=.build/release/tender
+bin="${TENDER_BIN:-.build/release/tender}"
 
-scripts/pg.sh start >/dev/null
-scripts/pg.sh createdb tender_bench_recon --fresh >/dev/null 2>&1
-export TENDER_DATABASE_URL="$(scripts/pg.sh url tender_bench_recon)"
+bench_database tender_bench
+base="$(bench_database_name)"
+admin_url="$(bench_sibling_url postgres)"
+ledger_db="${base}_recon_ledger"
+run_db="${base}_recon_run"
+drop_databases() {
+  [ "${BENCH_RECON_SMALL:-0}" = 1 ] && psql -q -X "$admin_url" -c "DROP DATABASE IF EXISTS $run_db WITH (FORCE)" >/dev/null 2>&1
+  psql -q -X "$admin_url" -c "DROP DATABASE IF EXISTS $ledger_db WITH (FORCE)" >/dev/null 2>&1 || true
+  [ "${BENCH_STARTED_PG:-0}" = 1 ] && scripts/pg.sh stop >/dev/null || true
+}
+trap drop_databases EXIT
+psql -q -X -v ON_ERROR_STOP=1 "$admin_url" -c "DROP DATABASE IF EXISTS $ledger_db WITH (FORCE)" -c "CREATE DATABASE $ledger_db" >/dev/null
+export TENDER_DATABASE_URL="$(bench_sibling_url "$ledger_db")"
 # Long statements below (a million-row insert) exceed the serving default.
 export TENDER_DB_STATEMENT_TIMEOUT_MS=600000
 $bin migrate >/dev/null
@@ -50,17 +66,22 @@ generate() {
     }
   }' > "$1"
 }
-generate "$out/recon-small.csv" "$small" S
+if [ "${BENCH_RECON_SMALL:-0}" = 1 ]; then generate "$out/recon-small.csv" "$small" S; fi
 generate "$out/recon-large.csv" "$lines" L
 
 # Each run gets its own copy of the ledger (a template copy), so that one run's bookings do not make
 # the next run's lines duplicates of them.
+# With one run only (the default) it runs on the ledger itself: copying a database costs checkpoints, which
+# a busy shared cluster makes slow.
 run() {
-  local file="$1" count="$2" label="$3"
-  psql -q -X -v ON_ERROR_STOP=1 "$(scripts/pg.sh url postgres)" \
-    -c "DROP DATABASE IF EXISTS tender_bench_recon_run WITH (FORCE)" \
-    -c "CREATE DATABASE tender_bench_recon_run TEMPLATE tender_bench_recon" >/dev/null
-  TENDER_DATABASE_URL="$(scripts/pg.sh url tender_bench_recon_run)" \
+  local file="$1" count="$2" label="$3" db="$ledger_db"
+  if [ "${BENCH_RECON_SMALL:-0}" = 1 ]; then
+    db="$run_db"
+    psql -q -X -v ON_ERROR_STOP=1 "$admin_url" \
+      -c "DROP DATABASE IF EXISTS $run_db WITH (FORCE)" \
+      -c "CREATE DATABASE $run_db TEMPLATE $ledger_db" >/dev/null
+  fi
+  TENDER_DATABASE_URL="$(bench_sibling_url "$db")" \
   TENDER_LOG_FORMAT=text /usr/bin/time -v "$bin" reconcile --merchant-id merchant.bench.recon --format generic "$file" \
     >"$out/recon-$label.json" 2>"$out/recon-$label.time"
   python3 - "$count" "$label" "$out/recon-$label.time" <<'PY'
@@ -82,13 +103,16 @@ print(f"tender reconcile {label:>5}: {count:>9} lines; import + match {imported:
       f"(goal >= 100,000; ledger read {ledger:.2f}s of it)")
 print(f"{'':23}effects {applied:>9} in {effects:7.2f}s = {applied/max(effects, 1e-9):>9,.0f} effects/s "
       f"({count/max(effects, 1e-9):,.0f} lines/s); whole command {seconds:.2f}s, peak RSS {rss/1024:7.1f} MiB")
+if label == "large":
+    print(f"ratio reconcile_import_lines_per_s {count/imported:.0f} 100000")
+    print(f"ratio reconcile_effects_lines_per_s {count/max(effects, 1e-9):.0f} 20000")
 PY
 }
 echo
 echo "reconciliation: generic report vs $payments recorded payments"
 echo "(import + match = read, match and store the report in one transaction; effects = the finance-store"
 echo " bookings and fees applied afterwards, one transaction per 1,000 items)"
-run "$out/recon-small.csv" "$small" small
+if [ "${BENCH_RECON_SMALL:-0}" = 1 ]; then run "$out/recon-small.csv" "$small" small; fi
 run "$out/recon-large.csv" "$lines" large
 # A report that matched nothing measured the wrong thing.
 python3 - "$out/recon-large.json" <<'PY'

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Apple Pay token throughput on one core (issue "Benchmark"): decrypt only, full verification with the
 # verified-chain cache, and without it; beside OpenSSL's own P-256 figures and the limit
-# 1 / (one ECDH + one ECDSA verify). Prints figures; never fails on a stopwatch.
+# 1 / (one ECDH + one ECDSA verify), measured in the same run on the same core, both per CPU second (what
+# openssl speed divides by), so that neighbours on a shared machine do not skew the ratio. Prints figures and the
+# ratio line tokens_vs_openssl_limit; never fails on a stopwatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${BENCH_TOKEN_SECONDS:-3}"
-bin=.build/release/tender
+bin="${TENDER_BIN:-.build/release/tender}"
 [ -x "$bin" ] || swift build -c release >/dev/null
 out=$(taskset -c 0 "$bin" bench tokens --seconds "$seconds" 2>/dev/null || "$bin" bench tokens --seconds "$seconds")
 speed=$(taskset -c 0 openssl speed -seconds "$seconds" ecdhp256 ecdsap256 2>/dev/null || openssl speed -seconds "$seconds" ecdhp256 ecdsap256 2>/dev/null)
@@ -22,10 +24,11 @@ limit = 1 / (1 / ecdh + 1 / verify)
 print()
 print(f"{'Apple Pay tokens, one core':<48} {'tokens/s':>10}")
 print(f"{'decrypt only (ECDH + KDF + AES-GCM + parse)':<48} {decrypt:>10.0f}")
-print(f"{'full verification, chain cache':<48} {cached:>10.0f}   (goal >= 4000)")
+print(f"{'full verification, chain cache':<48} {cached:>10.0f}")
 print(f"{'full verification, no chain cache':<48} {uncached:>10.0f}")
 print(f"{'openssl speed ecdhp256 (op/s)':<48} {ecdh:>10.0f}")
 print(f"{'openssl speed ecdsap256 verify (op/s)':<48} {verify:>10.0f}")
 print(f"{'limit 1/(ECDH + verify)':<48} {limit:>10.0f}")
 print(f"full verification with cache / limit: {100 * cached / limit:.0f}% (goal >= 75%)")
+print(f"ratio tokens_vs_openssl_limit {cached / limit:.2f} 0.75")
 PY

@@ -21,6 +21,12 @@ final class Edge: Sendable {
         var connectionsMax: Int
         var connectionsPerAddressMax: Int
         var relayBytesMax: Int
+        /// Bodiless GET routes with a literal path whose handlers run inline (`Router.add(_:_:inline:_:)`),
+        /// by path: the edge answers them itself, without the relay through MHD, whenever nothing is in
+        /// flight on the connection (so a response never overtakes an earlier one).
+        var inlineRoutes: [String: HTTPHandler] = [:]
+        /// Told of every request the edge answered itself, as ServerCore tells of the others.
+        var onInlineComplete: (@Sendable (AccessLogEntry) -> Void)?
     }
 
     let settings: Settings
@@ -484,8 +490,16 @@ final class EdgeConnection {
             let count = read(client, readBuffer.baseAddress, readBuffer.count)
             if count > 0 {
                 if lingering || !readingClient { continue }
+                let input = UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])
+                // Inline routes are answered here only while every forwarded request has been answered.
+                let mayAnswer = !settings.inlineRoutes.isEmpty && innerOpen && toInner.isEmpty && pendingRefusal == nil
+                    && completedRequests >= framer.requestsForwarded
                 do {
-                    try framer.consume(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]), into: &forwarded)
+                    if mayAnswer {
+                        try framer.consume(input, into: &forwarded, answer: { self.answerInline($0) })
+                    } else {
+                        try framer.consume(input, into: &forwarded)
+                    }
                 } catch {
                     takeForwarded()
                     refuse(error)
@@ -506,6 +520,53 @@ final class EdgeConnection {
             closeAll()
             return
         }
+    }
+
+    /// Answers a bodiless GET of an inline route, unless its request asks something of the connection
+    /// (Connection, Upgrade, Expect) or names its own request id, or its handler streams: those go to MHD.
+    /// Called by the framer for heads that precede anything forwarded, while MHD owes no response here.
+    private func answerInline(_ head: RequestFramer.BodilessHead) -> Bool {
+        guard head.isHTTP11, head.method.elementsEqual(Self.getMethod),
+              let handler = settings.inlineRoutes[String(decoding: head.target, as: UTF8.self)] else { return false }
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(head.fields.count)
+        for field in head.fields {
+            if Self.connectionFields.contains(where: { field.name.utf8.count == $0.count && Self.asciiEqualsLowercase(field.name, $0) }) {
+                return false
+            }
+            fields.append((field.name, String(decoding: field.value, as: UTF8.self)))
+        }
+        // Every earlier response is complete in the pair: take it all before this one.
+        readInner(relayCap: false)
+        guard innerOpen, clientOpen else { return false }
+        let started = monotonicNanoseconds()
+        let path = String(decoding: head.target, as: UTF8.self)
+        let requestID = ServerCore.requestID(from: HTTPHeaders())
+        var request = HTTPRequest(method: "GET", path: path, headers: HTTPHeaders(fields), remoteAddress: address,
+                                  requestID: requestID)
+        request.routePattern = path
+        let response = ServerCore.run(handler, request)
+        guard response.stream == nil, (100...599).contains(response.status) else { return false }
+        toClient.append(InlineResponse.wire(response, requestID: requestID))
+        let elapsed = (monotonicNanoseconds() &- started) / 1_000
+        settings.onInlineComplete?(AccessLogEntry(method: "GET", routePattern: path, status: response.status,
+                                                  durationMicroseconds: Int64(clamping: elapsed), requestID: requestID,
+                                                  remoteAddress: address, bodyBytes: response.body.count))
+        return true
+    }
+
+    private static let getMethod = Array("GET".utf8)
+    /// Request fields that make a request MHD's to answer (lowercase).
+    private static let connectionFields: [[UInt8]] = ["connection", "upgrade", "expect", "x-request-id"].map { Array($0.utf8) }
+
+    private static func asciiEqualsLowercase(_ name: String, _ lower: [UInt8]) -> Bool {
+        var index = 0
+        for byte in name.utf8 {
+            let folded = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+            guard folded == lower[index] else { return false }
+            index += 1
+        }
+        return true
     }
 
     /// Scratch for the framer's output before it joins `toInner`.
@@ -698,4 +759,62 @@ final class EdgeConnection {
         shutdown(fd, Int32(SHUT_WR))
         close(fd)
     }
+}
+
+/// The bytes of a response the edge answers itself, in MHD's form: status line with MHD's reason phrase,
+/// the response's headers (those ServerCore would pass), X-Request-Id, Content-Length and Date.
+enum InlineResponse {
+    static func wire(_ response: HTTPResponse, requestID: String) -> [UInt8] {
+        var headers = response.headers
+        headers.replaceOrAdd("X-Request-Id", requestID)
+        var out: [UInt8] = []
+        out.reserveCapacity(192 + response.body.count)
+        out += "HTTP/1.1 ".utf8
+        out += String(response.status).utf8
+        out.append(0x20)
+        if let phrase = MHD_get_reason_phrase_for(UInt32(response.status)) {
+            out += UnsafeRawBufferPointer(start: phrase, count: strlen(phrase))
+        }
+        out += crlf
+        for (name, value) in headers where ServerCore.isSafeHeader(name: name, value: value) {
+            out += name.utf8
+            out += ": ".utf8
+            out += value.utf8
+            out += crlf
+        }
+        out += "Content-Length: ".utf8
+        out += String(response.body.count).utf8
+        out += crlf
+        out += "Date: ".utf8
+        out += HTTPDate.current()
+        out += crlf
+        out += crlf
+        out += response.body
+        return out
+    }
+
+    private static let crlf: [UInt8] = [0x0D, 0x0A]
+}
+
+/// The IMF-fixdate of the current second (RFC 9110 §5.6.7), made once per second.
+enum HTTPDate {
+    private static let cache = Mutex<(second: Int, text: [UInt8])>((-1, []))
+
+    static func current() -> [UInt8] {
+        let now = time(nil)
+        if let cached = cache.withLock({ $0.second == now ? $0.text : nil }) { return cached }
+        var parts = tm()
+        var seconds = now
+        gmtime_r(&seconds, &parts)
+        // English names whatever the locale (strftime's %a and %b follow it).
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
+        let text = "\(days[Int(parts.tm_wday) % 7]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon) % 12]) "
+            + "\(parts.tm_year + 1900) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        let bytes = Array(text.utf8)
+        cache.withLock { $0 = (now, bytes) }
+        return bytes
+    }
+
+    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 }

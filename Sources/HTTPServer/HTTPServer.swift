@@ -52,8 +52,11 @@ public final class HTTPServer: Sendable {
             }
             let edge: Edge
             do {
-                edge = try Edge(host: configuration.host, port: configuration.port,
-                                settings: Self.edgeSettings(configuration), registry: core.edgeRegistry)
+                var settings = Self.edgeSettings(configuration)
+                settings.inlineRoutes = core.router.inlineLiteralRoutes(method: "GET")
+                settings.onInlineComplete = core.onRequestComplete
+                edge = try Edge(host: configuration.host, port: configuration.port, settings: settings,
+                                registry: core.edgeRegistry)
             } catch {
                 core.forceResumeAll()
                 _ = core.pool.stop(untilNanoseconds: monotonicNanoseconds() + 1_000_000_000)

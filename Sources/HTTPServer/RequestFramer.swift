@@ -57,13 +57,26 @@ struct RequestFramer {
         self.limits = limits
     }
 
+    /// A validated request head without a body, offered to the edge to answer itself.
+    struct BodilessHead {
+        var method: ArraySlice<UInt8>
+        var target: ArraySlice<UInt8>
+        var isHTTP11: Bool
+        var fields: [(name: String, value: ArraySlice<UInt8>)]
+    }
+
     /// Consumes `input`, appending what MHD may read to `output`. Throws the first refusal; after one,
     /// the connection must answer it and close.
-    mutating func consume(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(Refusal) {
+    ///
+    /// `answer`, when given, is offered each complete bodiless head that comes before anything this call
+    /// forwards; a head it returns true for was answered by the caller: it is consumed, not forwarded and
+    /// not counted in `requestsForwarded`. So an answered request never overtakes a forwarded one.
+    mutating func consume(_ input: UnsafeRawBufferPointer, into output: inout [UInt8],
+                          answer: ((BodilessHead) -> Bool)? = nil) throws(Refusal) {
         guard phase != .failed else { return }
         pending.append(contentsOf: input)
         do {
-            try drain(into: &output)
+            try drain(into: &output, answer: answer)
         } catch {
             phase = .failed
             pending = []
@@ -71,13 +84,15 @@ struct RequestFramer {
         }
     }
 
-    private mutating func drain(into output: inout [UInt8]) throws(Refusal) {
+    private mutating func drain(into output: inout [UInt8], answer: ((BodilessHead) -> Bool)?) throws(Refusal) {
         var offset = 0
+        let outputStart = output.count
         defer { if offset > 0 { pending.removeFirst(offset) } }
         while offset < pending.count {
             switch body {
             case .none:
-                guard let used = try head(from: offset, into: &output) else { return }
+                let offer = output.count == outputStart ? answer : nil
+                guard let used = try head(from: offset, into: &output, answer: offer) else { return }
                 offset += used
             case .length(let remaining):
                 let take = min(remaining, pending.count - offset)
@@ -147,7 +162,8 @@ struct RequestFramer {
 
     /// Parses one complete head at `offset` and forwards its canonical form; nil while incomplete.
     /// Returns the bytes used.
-    private mutating func head(from start: Int, into output: inout [UInt8]) throws(Refusal) -> Int? {
+    private mutating func head(from start: Int, into output: inout [UInt8],
+                               answer: ((BodilessHead) -> Bool)?) throws(Refusal) -> Int? {
         var offset = start
         // RFC 9112 §2.2: empty lines before the request line are ignored.
         while pending.count - offset >= 2, pending[offset] == 0x0D, pending[offset + 1] == 0x0A { offset += 2 }
@@ -176,6 +192,10 @@ struct RequestFramer {
             cursor = line.next
         }
         let head = try Self.parseHead(lines.map { pending[$0] }, limits: limits)
+        if let answer, let bodiless = head.bodiless, answer(bodiless) {
+            endRequest()
+            return cursor - start
+        }
         output.append(contentsOf: head.canonical)
         requestsForwarded += 1
         switch head.framing {
@@ -243,6 +263,8 @@ struct RequestFramer {
     struct Head {
         var framing: Framing
         var canonical: [UInt8]
+        /// The parts of a head without a body (no Content-Length above 0, not chunked).
+        var bodiless: BodilessHead?
     }
 
     /// Validates a request line and its fields (RFC 9112 §3, §5, §6; RFC 9110 §5, §10.1.1).
@@ -341,7 +363,9 @@ struct RequestFramer {
             canonical.append(contentsOf: crlf)
         }
         canonical.append(contentsOf: crlf)
-        return Head(framing: framing, canonical: canonical)
+        let bodiless = framing == .none || framing == .length(0)
+            ? BodilessHead(method: parts[0], target: target, isHTTP11: isHTTP11, fields: fields) : nil
+        return Head(framing: framing, canonical: canonical, bodiless: bodiless)
     }
 
     /// One field line: a token name, a colon with nothing before it, and a value of visible characters,

@@ -67,6 +67,17 @@ public struct Router: Sendable {
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed.sorted())
     }
 
+    /// The routes of `method` added with `inline: true` whose pattern has no parameter, by path: the
+    /// edge answers these itself (`Edge.Settings.inlineRoutes`).
+    func inlineLiteralRoutes(method: String) -> [String: HTTPHandler] {
+        var found: [String: HTTPHandler] = [:]
+        for route in routes where route.method == method && route.inline
+            && route.segments.allSatisfy({ if case .literal = $0 { return true } else { return false } }) {
+            found[route.pattern] = route.handler
+        }
+        return found
+    }
+
     private static func split(_ path: String) -> [String] {
         path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
     }

@@ -15,6 +15,15 @@ public final class MetricsRegistry: Sendable {
         var buckets: [Int64]
         var sumMicroseconds: Int64 = 0
         var count: Int64 = 0
+
+        /// Counts one observation in every bucket from `first` on (cumulative buckets) and in the sum.
+        mutating func record(_ microseconds: Int64, fromBucket first: Int?) {
+            if let first {
+                for i in first..<buckets.count { buckets[i] += 1 }
+            }
+            sumMicroseconds += microseconds
+            count += 1
+        }
     }
 
     private struct State {
@@ -62,22 +71,22 @@ public final class MetricsRegistry: Sendable {
     /// `counterLabels` and `histogramLabels` are pre-rendered with `MetricsRegistry.renderLabels`.
     public func recordRequest(counter: String, counterLabels: String, histogram: String, histogramLabels: String,
                               microseconds: Int64) {
+        let first = Self.latencyBucketsMicroseconds.firstIndex(where: { microseconds <= $0 })
+        let bucketCount = Self.latencyBucketsMicroseconds.count
+        // Updated in place (no copy of a series or a histogram per request: this runs for every request).
         state.withLock { s in
-            var series = s.counters[counter, default: [:]]
-            let slot = series[counterLabels] != nil || series.count < Self.labelSetsMax ? counterLabels : "other=\"true\""
-            series[slot, default: 0] += 1
-            s.counters[counter] = series
-            var hs = s.histograms[histogram, default: [:]]
-            let hslot = hs[histogramLabels] != nil || hs.count < Self.labelSetsMax ? histogramLabels : "other=\"true\""
-            var h = hs[hslot] ?? Histogram(buckets: [Int64](repeating: 0, count: Self.latencyBucketsMicroseconds.count))
-            if let first = Self.latencyBucketsMicroseconds.firstIndex(where: { microseconds <= $0 }) {
-                for i in first..<h.buckets.count { h.buckets[i] += 1 }
-            }
-            h.sumMicroseconds += microseconds
-            h.count += 1
-            hs[hslot] = h
-            s.histograms[histogram] = hs
+            let slot = Self.admits(counterLabels, s.counters[counter]) ? counterLabels : "other=\"true\""
+            s.counters[counter, default: [:]][slot, default: 0] += 1
+            let hslot = Self.admits(histogramLabels, s.histograms[histogram]) ? histogramLabels : "other=\"true\""
+            s.histograms[histogram, default: [:]][hslot, default: Histogram(buckets: [Int64](repeating: 0, count: bucketCount))]
+                .record(microseconds, fromBucket: first)
         }
+    }
+
+    /// Whether `labels` has a series in `series` or may get one (at most `labelSetsMax` per metric).
+    private static func admits<Value>(_ labels: String, _ series: [String: Value]?) -> Bool {
+        guard let series else { return true }
+        return series[labels] != nil || series.count < labelSetsMax
     }
 
     /// Sets the HELP text of a metric.

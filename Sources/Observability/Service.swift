@@ -78,6 +78,7 @@ public final class ThreadService: Service {
     public let name: String
     private let body: @Sendable (ThreadService) -> Void
     private let stopping = Atomic<Bool>(false)
+    private let woken = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(false)
     private let finishedCondition = NSCondition()
 
@@ -93,11 +94,15 @@ public final class ThreadService: Service {
     /// True once the loop's thread has returned.
     public var isFinished: Bool { finished.withLock { $0 } }
 
-    /// Sleeps up to `milliseconds`, waking early when the service is asked to stop. Returns false when
-    /// stopping (the loop should return).
+    /// Ends the current or next `pause` early (new work arrived), within one 50 ms slice.
+    public func wake() { woken.store(true, ordering: .releasing) }
+
+    /// Sleeps up to `milliseconds`, waking early when the service is asked to stop or is woken. Returns
+    /// false when stopping (the loop should return).
     public func pause(milliseconds: Int) -> Bool {
         let until = ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
         while !isStopping {
+            if woken.exchange(false, ordering: .acquiringAndReleasing) { return true }
             let left = ContinuousClock.now.duration(to: until)
             if left <= .zero { return true }
             let slice = min(left, .milliseconds(50))

@@ -21,6 +21,8 @@ public final class TenderApp: Sendable {
     public let clientSecrets: ClientSecretKey
     /// Apple's domain-association file, read once at start (nil when not configured or unreadable).
     let domainAssociation: HTTPResponse?
+    /// Applies settlement effects left pending (large imports, stopped imports); `serve` runs it, imports wake it.
+    let settlementEffects: SettlementEffectsService
 
     public init(configuration: TenderConfiguration, pool: PostgresPool, migrations: [MigrationFile], logger: Logger) {
         self.configuration = configuration
@@ -39,12 +41,18 @@ public final class TenderApp: Sendable {
         feedSettings.replicationConnectionString = configuration.financeFeedDatabaseURL
         feedSettings.lagSecondsMax = configuration.financeFeedLagSecondsMax
         self.finance = FinanceFeature(pool: pool, masterKeyFile: configuration.masterKeyFile, logger: logger,
-                                      ingestSettings: feedSettings)
+                                      ingestSettings: feedSettings, clock: configuration.clock)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
                                              subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)],
                                              metrics: metrics)
         self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
+        let clock = configuration.clock
+        self.settlementEffects = SettlementEffectsService(
+            store: SettlementReportStore(pool: pool, sink: FinanceSettlementSink(processor: configuration.processor.rawValue,
+                                                                                 logger: logger),
+                                         configuration: configuration.reconciliation),
+            logger: logger, now: { clock.now() })
     }
 
     /// The full route table.

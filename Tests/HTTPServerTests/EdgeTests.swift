@@ -454,3 +454,46 @@ private let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
         #expect(forwardedCount > 500)
     }
 }
+
+/// Inline routes the edge answers itself (Edge.Settings.inlineRoutes): the same status, headers and body as
+/// the relayed answer, and never ahead of an earlier response still owed on the connection.
+@Suite struct EdgeInlineAnswerTests {
+    private static func server() throws -> TestServer {
+        try TestServer(extraRoutes: { router in
+            router.add("GET", "/slow") { _ in
+                usleep(200_000)
+                return .text("slow")
+            }
+        })
+    }
+
+    @Test func anInlineRouteAnsweredByTheEdgeLooksLikeTheRelayedAnswer() throws {
+        let test = try Self.server()
+        defer { test.server.shutdown(drainDeadlineMilliseconds: 2_000) }
+        let client = try test.client()
+        // Connection: keep-alive makes the request MHD's to answer; the bare one the edge answers.
+        let relayed = try client.roundTrip("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\n\r\n")
+        let answered = try client.roundTrip("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        for response in [relayed, answered] {
+            #expect(response.status == 200)
+            #expect(response.body == Array("ok".utf8))
+            #expect(response.header("Content-Length") == "2")
+            #expect(response.header("X-Request-Id")?.isEmpty == false)
+            #expect(response.header("Date")?.hasSuffix(" GMT") == true)
+        }
+        #expect(answered.header("Content-Type") == relayed.header("Content-Type"))
+        #expect(answered.header("X-Request-Id") != relayed.header("X-Request-Id"))
+    }
+
+    @Test func pipelinedInlineRequestsWaitForEarlierResponses() throws {
+        let test = try Self.server()
+        defer { test.server.shutdown(drainDeadlineMilliseconds: 2_000) }
+        let client = try test.client()
+        let healthz = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+        try client.send(healthz + "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n" + healthz + healthz)
+        let bodies = try (0..<4).map { _ in String(decoding: try client.readResponse().body, as: UTF8.self) }
+        #expect(bodies == ["ok", "slow", "ok", "ok"])
+        // After the slow one is answered, the connection is quiet again and still serves.
+        #expect(try client.roundTrip(healthz).body == Array("ok".utf8))
+    }
+}

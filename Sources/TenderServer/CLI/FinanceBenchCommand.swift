@@ -13,6 +13,8 @@ import Time
 enum FinanceBenchCommand {
     static let help = """
         usage: tender finance-bench [--database-url URL] [--transactions N] [--rate PER_SECOND] [--seconds S]
+               tender finance-bench [--database-url URL] --record-seconds S [--clients N]
+        The second form prints only the recording figure: one event per transaction from N clients (default 8).
         On a migrated database: records N payments through FinanceRecorder, then, for a second merchant,
         N payments, N fees and N bookings in batches (settlement-style, one transaction per batch); streams
         the first merchant's history over SSE from zero (catch-up changes/s), then records payments at a
@@ -22,7 +24,8 @@ enum FinanceBenchCommand {
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
-        let args = try Arguments(argv, options: ["database-url", "transactions", "rate", "seconds"])
+        let args = try Arguments(argv, options: ["database-url", "transactions", "rate", "seconds",
+                                                                 "record-seconds", "clients"])
         if args.wantsHelp { Console.out(help); return .success }
         try args.expectPositionals(0)
         var overrides: [String: String] = ["TENDER_LISTEN": "127.0.0.1:0"]
@@ -31,12 +34,15 @@ enum FinanceBenchCommand {
         let rate = Int(args.value("rate") ?? "200") ?? 200
         let seconds = Int(args.value("seconds") ?? "10") ?? 10
         var configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
+        if let recordSeconds = args.value("record-seconds") {
+            try recordBench(recordSeconds, clients: args.value("clients"), configuration: configuration, environment: environment)
+            return .success
+        }
         configuration.limits.databaseConnectionsMax = 8
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
         pg.connectionsMax = 8
         pg.statementTimeoutMilliseconds = 120_000
-        let pool = PostgresPool(configuration: pg)
-        defer { pool.close() }
+        let pool = PostgresPool(configuration: pg); defer { pool.close() }
         let app = TenderApp(configuration: configuration, pool: pool,
                             migrations: try MigrationFile.load(directory: TenderCLI.migrationsDirectory(environment)),
                             logger: .silent)
@@ -47,25 +53,7 @@ enum FinanceBenchCommand {
         let account = FinanceStoreIdentity.identity(merchantId).id("account", LedgerAccounts.settlement("sim", "USD").key)
         let recorder = FinanceRecorder()
 
-        // Bulk load: 100 events per database transaction (one row updated thousands of times in one
-        // transaction walks an ever longer version chain, which would measure that, not the recorder).
-        let loadStart = Clock.system.now()
-        var next = 0
-        while next < total {
-            let end = min(total, next + 100)
-            try pool.transaction { conn in
-                for i in next..<end {
-                    try recorder.apply(.paymentSucceeded(paymentID: "pay_\(i)", money: EventMoney(
-                        amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim"),
-                        at: FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i))),
-                        merchantId: merchantId, on: conn, now: Clock.system.now())
-                }
-            }
-            next = end
-        }
-        let loadSeconds = Clock.system.now().timeIntervalSince(loadStart)
-        Console.out(String(format: "finance: recorded %d payments in %.1f s (%.0f events/s through FinanceRecorder)",
-                           total, loadSeconds, Double(total) / loadSeconds))
+        try bulkLoad(total: total, recorder: recorder, pool: pool, merchantId: merchantId)
         try batchFigures(total: total, recorder: recorder, pool: pool, app: app)
 
         // The feed writer numbers everything recorded so far (it streamed along while the load ran).
@@ -114,10 +102,43 @@ enum FinanceBenchCommand {
         Console.out(String(format: "finance: live %d payments at %d/s during another merchant's import (%d lines in one "
                            + "transaction, then %d settlement events in chunks): p50 %.1f ms, p99 %.1f ms (%d events seen)",
                            rate * seconds, rate, busy.importLines, busy.importEvents, busy.p50, busy.p99, busy.seen))
-        Console.out(String(format: "finance feed: SSE catch-up vs goal 50,000 changes/s: %.0f%%", 100 * catchUpRate / 50_000))
-        Console.out(String(format: "finance feed: live p99 during import vs goal 100 ms:  %.0f%% (%.1fx the quiet p99)",
-                           100 * busy.p99 / 100, quiet.p99 > 0 ? busy.p99 / quiet.p99 : .nan))
+        Console.out(String(format: "finance feed: SSE catch-up vs goal 50,000 changes/s: %.0f%%; live p99 during import vs goal "
+                           + "100 ms: %.0f%% (%.1fx the quiet p99)", 100 * catchUpRate / 50_000, 100 * busy.p99 / 100,
+                           quiet.p99 > 0 ? busy.p99 / quiet.p99 : .nan))
         return .success
+    }
+
+    /// Bulk load: 100 events per database transaction (one row updated thousands of times in one
+    /// transaction walks an ever longer version chain, which would measure that, not the recorder).
+    static func bulkLoad(total: Int, recorder: FinanceRecorder, pool: PostgresPool, merchantId: String) throws {
+        let loadStart = Clock.system.now()
+        var next = 0
+        while next < total {
+            let end = min(total, next + 100)
+            try pool.transaction { conn in
+                for i in next..<end {
+                    try recorder.apply(.paymentSucceeded(paymentID: "pay_\(i)", money: EventMoney(
+                        amountMinor: Int64(100 + i % 1_000), currencyCode: "USD", processor: "sim"),
+                        at: FinanceTimestamp(secondsSinceEpoch: 1_767_225_600 + Int64(i))),
+                        merchantId: merchantId, on: conn, now: Clock.system.now())
+                }
+            }
+            next = end
+        }
+        let loadSeconds = Clock.system.now().timeIntervalSince(loadStart)
+        Console.out(String(format: "finance: recorded %d payments in %.1f s (%.0f events/s through FinanceRecorder)",
+                           total, loadSeconds, Double(total) / loadSeconds))
+    }
+
+    /// `--record-seconds`: one event per transaction from `clients` clients (FinanceRecordBench).
+    static func recordBench(_ recordSeconds: String, clients clientsText: String?, configuration: TenderConfiguration,
+                            environment: [String: String]) throws {
+        guard let seconds = Double(recordSeconds), seconds > 0, let clients = Int(clientsText ?? "8"),
+              (1...64).contains(clients) else {
+            throw UsageError(message: "--record-seconds must be positive and --clients in 1...64")
+        }
+        try FinanceRecordBench.run(clients: clients, seconds: seconds, configuration: configuration,
+                                   migrations: TenderCLI.migrationsDirectory(environment), now: Clock.system.now())
     }
 
     static func countChanges(_ pool: PostgresPool) throws -> Int {

@@ -18,20 +18,14 @@ extension TenderApp {
                             stop: { [finance] deadline in finance.ingest.stop(waitMilliseconds: deadline.millisecondsLeft) }),
             // The monitoring hub starts with its first subscriber; the service owns its end.
             CallbackService(name: "finance-hub", start: {}, stop: { [finance] _ in finance.stopHub(); return true }),
-            settlementEffectsService(now: now),
+            settlementEffects,
             SessionExpirySweeper(pool: pool, settings: sessionExpiry, logger: logger, now: now),
         ]
-        services.append(paymentResolverService())
+        services.append(payments.resolverService)
         // Next: the webhook sender, then the push sender (each a `Service`), appended here.
         services.append(HTTPServerService(server: server, drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds,
                                           logger: logger))
         return services
-    }
-
-    /// The payment resolver through its own start/stop calls (PaymentsService owns the thread).
-    func paymentResolverService() -> any Service {
-        CallbackService(name: "payments-resolver", start: { [payments] in payments.startResolver() },
-                        stop: { [payments] _ in payments.stopResolver(); return true })
     }
 }
 

@@ -53,9 +53,10 @@ extension PaymentsService {
         if let point = crash.point {
             logger.warning("\(CrashHook.variable) is set: the process kills itself", [("point", point.rawValue)])
         }
+        let clock = configuration.clock
         return PaymentsService(pool: pool, verifier: verifier,
                                processor: processor, subscribers: subscribers, settings: settings, logger: logger, crash: crash,
-                               metrics: metrics)
+                               metrics: metrics, clock: { clock.now() })
     }
 }
 

@@ -26,6 +26,9 @@ final class SettlementEffectsService: Service {
 
     func start() throws { try loop.start() }
 
+    /// A large import stored its report with effects pending: run a pass now rather than at the next interval.
+    func wake() { loop.wake() }
+
     func stop(deadline: ContinuousClock.Instant) -> Bool { loop.stop(deadline: deadline) }
 
     /// Every merchant with pending effects, in merchant order, until done or asked to stop.

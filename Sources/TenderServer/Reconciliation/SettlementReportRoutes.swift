@@ -24,19 +24,13 @@ extension TenderApp {
         FinanceSettlementSink(processor: configuration.processor.rawValue, logger: logger)
     }
 
-    /// The service that finishes the finance-store effects a stopped import left pending (each
-    /// merchant's next import would do it too; this does not wait for one).
-    func settlementEffectsService(now: @escaping @Sendable () -> Date) -> SettlementEffectsService {
-        SettlementEffectsService(store: SettlementReportStore(pool: pool, sink: settlementEffectSink,
-                                                              configuration: configuration.reconciliation),
-                                 logger: logger, now: now)
-    }
-
     /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (openapi.yaml).
     func registerSettlementReportRoutes(into router: inout Router) {
         let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
+        let worker = settlementEffects
         router.add("POST", "/v1/settlement-reports", guarded(authenticated { request, merchant in
-            try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store, now: self.clock.now())
+            try Self.importSettlementReport(request, merchantId: merchant.merchantId, store: store, worker: worker,
+                                            now: self.clock.now())
         }))
         router.add("GET", "/v1/settlement-reports", guarded(authenticated { request, merchant in
             let limit = try Self.integerParameter(request, "limit", default: SettlementItemPaging.reportsLimitDefault,
@@ -79,8 +73,8 @@ extension TenderApp {
         }))
     }
 
-    private static func importSettlementReport(_ request: HTTPRequest, merchantId: String,
-                                               store: SettlementReportStore, now: Date) throws -> HTTPResponse {
+    private static func importSettlementReport(_ request: HTTPRequest, merchantId: String, store: SettlementReportStore,
+                                               worker: SettlementEffectsService, now: Date) throws -> HTTPResponse {
         guard let formatText = request.queryValue("format"),
               let format = SettlementReportFormat(rawValue: formatText) else {
             throw SettlementProblems.parameter("format", "generic or adyen-sdr")
@@ -101,7 +95,10 @@ extension TenderApp {
         do {
             let outcome = try store.importReport(
                 merchantId: merchantId, format: format, fileSHA256: digest,
-                source: ByteArraySource(request.body), supersede: supersede, now: now)
+                source: ByteArraySource(request.body), supersede: supersede, now: now,
+                effectsInlineLinesMax: SettlementReportStore.effectsInlineLinesMax)
+            // A large report answers once stored; its effects follow in the background.
+            if outcome.report.effectsPending { worker.wake() }
             var response = HTTPResponse.json(outcome.report, status: outcome.created ? 201 : 200)
             if !outcome.created { response.headers.replaceOrAdd("Idempotent-Replayed", "true") }
             return response

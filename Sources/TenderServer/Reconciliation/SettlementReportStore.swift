@@ -64,13 +64,19 @@ struct SettlementReportStore: Sendable {
     /// effects (a long file's effects take minutes; `tender reconcile` logs the moment).
     var onReportStored: (@Sendable (String, Double) -> Void)?
 
+    /// Reports with more lines than this leave their effects to `SettlementEffectsService` when imported
+    /// over HTTP: the import answers once the report is stored (`effectsPending: true`); a smaller one
+    /// answers with its effects applied.
+    static let effectsInlineLinesMax = 10_000
+
     /// Imports a file whose SHA-256 is already known. The same bytes (same merchant and format)
     /// return the stored report with `created == false` and apply nothing new; otherwise `source` is
     /// streamed through the reader and the reconciler and stored (phase 1), then the effects are
-    /// applied (phase 2).
+    /// applied (phase 2) unless the report has more than `effectsInlineLinesMax` lines: then it returns
+    /// at once, with `effectsPending` set, and the caller has them applied (`applyPendingEffects`).
     func importReport<Source: ByteChunkSource & Sendable>(
         merchantId: String, format: SettlementReportFormat, fileSHA256: String, source: Source,
-        supersede: Bool, now: Date
+        supersede: Bool, now: Date, effectsInlineLinesMax: Int = .max
     ) throws -> SettlementImport {
         let started = ContinuousClock.now
         var pendingBefore = 0
@@ -98,6 +104,11 @@ struct SettlementReportStore: Sendable {
         }
         let imported = ContinuousClock.now
         if let stored, let onReportStored { onReportStored(stored, Self.seconds(from: started, to: imported)) }
+        if let stored, effectsInlineLinesMax < .max, let report = try report(merchantId: merchantId, reportId: stored),
+           report.lineCount > effectsInlineLinesMax {
+            return SettlementImport(report: report, created: true, importSeconds: Self.seconds(from: started, to: imported),
+                                    ledgerSeconds: ledgerSeconds, effectsSeconds: 0, effectsApplied: pendingBefore)
+        }
         let applied = try applyPendingEffects(merchantId: merchantId, now: now)
         guard let reportId = stored, let report = try report(merchantId: merchantId, reportId: reportId) else {
             throw TenderError("settlement_report_lost", "report not found after commit")

@@ -76,7 +76,10 @@ struct EventEmissionTests {
         let free = try #require(try f.createSession(usdCart())["id"] as? String)
         try Self.overdue(f, held)
         try Self.overdue(f, free)
-        let swept: Int = try f.server.pool.transaction { conn in
+        // The lock is held from another pool (another process, as far as the sweeper can tell).
+        let holder = PostgresPool(configuration: f.server.pool.configuration)
+        defer { holder.close() }
+        let swept: Int = try holder.transaction { conn in
             _ = try conn.query("SELECT 1 FROM checkout_sessions WHERE session_id = $1 FOR UPDATE", [held])
             return try SessionExpiry.sweepBatch(pool: f.server.pool, batchMax: 10, now: Self.now)
         }

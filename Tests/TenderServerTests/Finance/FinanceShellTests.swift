@@ -140,6 +140,52 @@ struct FinanceShellTests {
         }
     }
 
+    /// migrations/0021: the check runs once per statement over the statement's legs, so both legs in one
+    /// INSERT that do not balance are refused at that INSERT (23514), a leg naming no posting or no ledger
+    /// account is refused as the dropped foreign keys refused it (23503), and postings are never deleted.
+    @Test func statementCheckRefusesUnbalancedAndDanglingLegs() throws {
+        let s = try FinanceTestServer(prefix: "fin_stmt")
+        defer { s.stop() }
+        let (merchant, _) = try s.merchant()
+        try s.record([Events.paid("pay_1", 1_000)], merchant: merchant)
+        let posting: SQL = """
+            INSERT INTO finance_postings (merchant_id, posting_key, transaction_type, transaction_date, status,
+                description, original_description, fingerprint)
+            VALUES ($1, 'manual:2', 'adjustment', now(), 'booked', 'x', 'x', $2)
+            """
+        let legs: SQL = """
+            INSERT INTO finance_entries (merchant_id, posting_key, leg, account_key, side, amount_minor, currency_code)
+            VALUES ($1, $2, 0, $3, 'debit', $4, 'USD'), ($1, $2, 1, 'psp:sim:USD', 'credit', 500, 'USD')
+            """
+        let cases: [(name: String, postingKey: String, accountKey: String, debit: Int, sqlState: String)] = [
+            ("unbalanced in one statement", "manual:2", "psp:sim:USD", 499, "23514"),
+            ("leg without its posting", "manual:none", "psp:sim:USD", 500, "23503"),
+            ("leg on an unknown ledger account", "manual:2", "nowhere:USD", 500, "23503"),
+        ]
+        for row in cases {
+            do {
+                try s.pool.transaction { conn in
+                    _ = try conn.execute(posting, [merchant, [UInt8](repeating: 0, count: 32)])
+                    _ = try conn.execute(legs, [merchant, row.postingKey, row.accountKey, row.debit])
+                }
+                Issue.record("\(row.name) must not commit")
+            } catch let error as PostgresError {
+                #expect(error.sqlState == row.sqlState, "\(row.name)")
+            }
+        }
+        // The balanced form of the same posting commits, and then the posting can never be deleted.
+        try s.pool.transaction { conn in
+            _ = try conn.execute(posting, [merchant, [UInt8](repeating: 0, count: 32)])
+            _ = try conn.execute(legs, [merchant, "manual:2", "psp:sim:USD", 500])
+        }
+        do {
+            _ = try s.pool.execute("DELETE FROM finance_postings WHERE merchant_id = $1", [merchant])
+            Issue.record("a posting must never be deleted")
+        } catch let error as PostgresError {
+            #expect(error.sqlState == "23514")
+        }
+    }
+
     // MARK: History correctness
 
     @Test func outOfOrderCommitsWithKilledReaderLoseNothing() throws {

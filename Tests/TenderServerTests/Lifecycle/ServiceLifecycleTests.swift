@@ -102,7 +102,7 @@ func threadNames() -> [String] {
 struct ServeLifecycleTests {
     /// Every service of `serve`, in start order.
     static let services = ["log-flush", "finance-ingest", "finance-hub", "settlement-effects", "checkout-expiry",
-                           "payments-resolver", "http"]
+                           "resolver", "http"]
 
     @Test func serveStartsEveryServiceInOrderAndStopsThemInReverseOnSIGTERM() throws {
         let url = try TestEnvironment.freshDatabase("life_serve")
@@ -179,7 +179,7 @@ struct ServeLifecycleTests {
         try ForcedCommitFailure.remove(s.pool)
         #expect(try s.pool.query("SELECT 1 FROM settlement_reports WHERE finish_pending").rows.count == 1)
 
-        let service = s.app.settlementEffectsService(now: { Date(timeIntervalSince1970: 1_790_000_000) })
+        let service = s.app.settlementEffects
         try service.start()
         var done = false
         for _ in 0..<200 where !done {

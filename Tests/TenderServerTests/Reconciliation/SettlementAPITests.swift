@@ -72,6 +72,38 @@ struct SettlementAPITests {
     /// payment plus one import to stay inside it.
     static let lagSeconds = 4.0
 
+    /// Issue 15 item 5: a report larger than `SettlementReportStore.effectsInlineLinesMax` answers once
+    /// stored, with `effectsPending: true`; the background worker then applies every effect once.
+    @Test func aLargeReportAnswersOnceStoredAndItsEffectsFollow() throws {
+        let h = try PaymentsHarness(prefix: "recon_big", settlement: true)
+        defer { h.stop() }
+        let lines = SettlementReportStore.effectsInlineLinesMax + 1
+        var csv = genericHeader
+        for i in 1...lines {
+            let fee = "\(i / 100).\(String(format: "%02d", i % 100))"
+            csv += "2026-11-27,BIG\(i / 1_000),fee,,,EUR,0.00,\(fee),\(fee)\n"
+        }
+        let response = try h.importGeneric(csv)
+        try #require(response.status == 201, "\(response.text)")
+        let report = try response.json()
+        let id = try #require(report["id"] as? String)
+        #expect(report["lineCount"] as? Int == lines)
+        #expect(report["effectsPending"] as? Bool == true)
+        var pending = true
+        for _ in 0..<600 where pending {
+            Thread.sleep(forTimeInterval: 0.5)
+            pending = try h.get("/v1/settlement-reports/\(id)").json()["effectsPending"] as? Bool ?? true
+        }
+        #expect(pending == false)
+        let effects = try h.pool.query("SELECT count(*)::int AS n FROM settlement_effects WHERE report_id = $1", [id])
+        #expect(try effects.first?.decode("n", as: Int.self) == lines)
+        // The same bytes again: the same report, nothing applied twice.
+        let replay = try h.importGeneric(csv)
+        #expect(replay.status == 200)
+        #expect(try replay.json()["id"] as? String == id)
+        #expect(try h.pool.query("SELECT count(*)::int AS n FROM settlement_effects").first?.decode("n", as: Int.self) == lines)
+    }
+
     @Test func reportFromRealPaymentsHasEveryCategory() throws {
         let h = try PaymentsHarness(prefix: "recon_api", environment: [
             "TENDER_RECON_SETTLEMENT_LAG_SECONDS": String(Int(Self.lagSeconds)),
