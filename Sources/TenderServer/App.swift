@@ -19,6 +19,8 @@ public final class TenderApp: Sendable {
     public let payments: PaymentsService
     /// Derives checkout client secrets from the master key (never stored).
     public let clientSecrets: ClientSecretKey
+    /// Webhook delivery's settings (`TENDER_WEBHOOK_*`).
+    let webhookSettings: WebhookSettings
     /// Apple's domain-association file, read once at start (nil when not configured or unreadable).
     let domainAssociation: HTTPResponse?
 
@@ -45,6 +47,16 @@ public final class TenderApp: Sendable {
                                              sink: FinancePaymentSink(processor: configuration.processor.rawValue),
                                              metrics: metrics)
         self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
+        var webhookSettings = WebhookSettings()
+        do { webhookSettings = try WebhookSettings.load(environment: ProcessInfo.processInfo.environment) } catch {
+            logger.error("webhook settings invalid; using defaults", [("variable", error.variable), ("reason", error.reason)])
+        }
+        self.webhookSettings = webhookSettings
+    }
+
+    /// The webhook sender of this process (started by `serve`).
+    func makeWebhookSender() -> WebhookSender {
+        WebhookSender(pool: pool, settings: webhookSettings, box: webhookSecretBox, logger: logger)
     }
 
     /// The full route table.
@@ -68,6 +80,7 @@ public final class TenderApp: Sendable {
         registerPaymentsRoutes(into: &router)
         registerMerchantValidationRoutes(into: &router)
         registerSettlementReportRoutes(into: &router)
+        registerWebhookRoutes(into: &router)
         registerWebRoutes(into: &router)
         return router
     }

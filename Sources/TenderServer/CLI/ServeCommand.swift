@@ -26,6 +26,7 @@ enum ServeCommand {
         _ = try PaymentsSettings.load(environment: environment,
                                       processorTimeoutMilliseconds: configuration.processorTimeoutMilliseconds)
         _ = try TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS", default: 0, range: 0...60_000)
+        _ = try WebhookSettings.load(environment: environment)
 
         // Block the termination signals in every thread before any is started; the main thread
         // takes them synchronously with sigwait below.
@@ -65,12 +66,15 @@ enum ServeCommand {
         app.payments.startResolver()
         app.finance.startIngest()
         app.resumeSettlementEffects()
+        let webhooks = app.makeWebhookSender()
+        try webhooks.start()
         logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
 
         var received: Int32 = 0
         sigwait(&signals, &received)
         logger.info("shutting down", [("signal", received == SIGTERM ? "SIGTERM" : "SIGINT")])
         let drained = server.shutdown(drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds)
+        _ = webhooks.stop(deadline: ContinuousClock.now.advanced(by: .milliseconds(configuration.limits.drainDeadlineMilliseconds)))
         app.finance.stop()
         app.payments.stopResolver()
         pool.close()
