@@ -81,6 +81,12 @@ enum WebhookProblems {
     static let endpointNotFound = HTTPProblem(status: 404, code: "endpoint_not_found", title: "Not found",
                                               detail: "No such webhook endpoint.")
 
+    /// 400 `field_missing`, as the other strict bodies answer a missing required member.
+    static func missing(_ field: String) -> HTTPProblem {
+        HTTPProblem(status: 400, code: "field_missing", title: "Invalid request", detail: "The request body does not have the expected fields.",
+                    errors: [HTTPProblem.FieldError(field: field, code: "field_missing", message: "\(field) is required.")])
+    }
+
     static func invalid(_ code: String, field: String, _ message: String) -> HTTPProblem {
         HTTPProblem(status: 422, code: code, title: "Request not acceptable", detail: message,
                     errors: [HTTPProblem.FieldError(field: field, code: code, message: message)])
@@ -187,10 +193,8 @@ extension TenderApp {
     func validatedChanges(_ input: WebhookEndpointInput, creating: Bool) throws -> WebhookEndpointChanges {
         var changes = WebhookEndpointChanges()
         if creating {
-            guard input.url != nil else { throw WebhookProblems.invalid("field_missing", field: "url", "url is required.") }
-            guard input.enabledEvents != nil else {
-                throw WebhookProblems.invalid("field_missing", field: "enabledEvents", "enabledEvents is required.")
-            }
+            guard input.url != nil else { throw WebhookProblems.missing("url") }
+            guard input.enabledEvents != nil else { throw WebhookProblems.missing("enabledEvents") }
         }
         if let url = input.url {
             if let problem = WebhookTargetPolicy.problem(url: url, allowInsecure: webhookSettings.allowInsecureTargetsForTesting) {
@@ -208,7 +212,7 @@ extension TenderApp {
             changes.enabledEvents = events.filter { seen.insert($0).inserted }
         }
         if let description = input.description {
-            guard description.count <= WebhookSettings.descriptionLengthMax else {
+            guard description.unicodeScalars.count <= WebhookSettings.descriptionLengthMax else {
                 throw WebhookProblems.invalid("description_too_long", field: "description", "description is at most 500 characters.")
             }
             changes.description = description
