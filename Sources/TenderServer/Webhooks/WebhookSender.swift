@@ -127,26 +127,38 @@ struct WebhookWorker: Sendable {
     let now: @Sendable () -> Date
     let client = HTTPClient()
 
-    /// Claims one batch and delivers it; returns how many deliveries were claimed.
+    /// Claims one batch, delivers it and records the attempts in one transaction; returns how many deliveries
+    /// were claimed. A crash before that commit leaves the batch to its lease: redelivered, never lost.
     func runOnce(isStopping: () -> Bool = { false }) throws -> Int {
         let start = now()
-        let claimed = try pool.transaction {
-            try WebhookDeliveryStore.claim(now: start, limit: settings.claimBatch,
-                                           leaseUntil: start.addingTimeInterval(Double(settings.leaseMilliseconds) / 1_000), on: $0)
+        let claimed = try pool.transaction { conn in
+            // A claim lost with the database only leaves the delivery due: no need to wait for the flush.
+            _ = try conn.execute("SET LOCAL synchronous_commit = off")
+            return try WebhookDeliveryStore.claim(now: start, limit: settings.claimBatch,
+                                                  leaseUntil: start.addingTimeInterval(Double(settings.leaseMilliseconds) / 1_000),
+                                                  on: conn)
         }
-        for (index, delivery) in claimed.enumerated() {
+        var done: [(ClaimedDelivery, WebhookAttemptResult, Date?, Date)] = []
+        var released: [ClaimedDelivery] = []
+        for delivery in claimed {
             if isStopping() {
-                for rest in claimed[index...] { try pool.withConnection { try WebhookDeliveryStore.release(rest, now: now(), on: $0) } }
-                break
+                released.append(delivery)
+                continue
             }
             let result = attempt(delivery)
             let finished = now()
-            let next = WebhookRetrySchedule.retryAfter(result.retryAfter, now: finished)
-            let nextAttempt = settings.schedule.nextAttempt(afterFailures: delivery.failures + 1, now: finished,
-                                                            random: Double.random(in: 0..<1), retryAfter: next)
-            try pool.transaction {
-                try WebhookDeliveryStore.record(delivery, result: result, next: nextAttempt, now: finished, on: $0)
+            let retryAfter = WebhookRetrySchedule.retryAfter(result.retryAfter, now: finished)
+            let next = settings.schedule.nextAttempt(afterFailures: delivery.failures + 1, now: finished,
+                                                     random: Double.random(in: 0..<1), retryAfter: retryAfter)
+            done.append((delivery, result, next, finished))
+        }
+        guard !claimed.isEmpty else { return 0 }
+        let releasedAt = now()
+        try pool.transaction { conn in
+            for (delivery, result, next, finished) in done {
+                try WebhookDeliveryStore.record(delivery, result: result, next: next, now: finished, on: conn)
             }
+            for delivery in released { try WebhookDeliveryStore.release(delivery, now: releasedAt, on: conn) }
         }
         return claimed.count
     }
