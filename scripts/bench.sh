@@ -89,3 +89,4 @@ scripts/bench-tokens.sh
 scripts/bench-finance.sh
 scripts/bench-payments.sh
 scripts/bench-reconcile.sh
+scripts/bench-webhooks.sh
