@@ -280,6 +280,11 @@ def run_delivery_cases(s1, key, db, receiver):
         assert second["httpStatus"] == 200, second
     check("an answer slower than TENDER_WEBHOOK_TIMEOUT_MS is a timeout, retried", timeout)
 
+    run_disable_cases(s1, key, db, receiver)
+    run_rotation_and_redelivery_cases(s1, key, db, receiver)
+
+
+def run_disable_cases(s1, key, db, receiver):
     def gone():
         endpoint = create(s1, key, receiver, "gone")
         receiver.script("gone", [(410, {}, 0)])
@@ -307,6 +312,9 @@ def run_delivery_cases(s1, key, db, receiver):
         assert len(attempts(s1, key, endpoint["id"])) == 4  # the first attempt and three retries
     check("an exhausted schedule disables the endpoint (retries_exhausted)", exhausted)
 
+
+
+def run_rotation_and_redelivery_cases(s1, key, db, receiver):
     def rotation():
         endpoint = create(s1, key, receiver, "rotate")
         old = receiver.secrets["rotate"][0]

@@ -1,4 +1,5 @@
 import Foundation
+import Observability
 import Postgres
 
 /// A delivery a worker holds a lease on, with what it needs to send it.
@@ -74,12 +75,12 @@ enum WebhookDeliveryStore {
     /// endpoint disabled (`retries_exhausted`); or, on 410, the endpoint disabled (`gone`).
     static func record(_ delivery: ClaimedDelivery, result: WebhookAttemptResult, next: Date?, now: Date,
                        on conn: PostgresConnection) throws {
-        _ = try conn.execute("""
-            INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt_number, attempted_at,
-                                                   http_status, error_code, duration_ms)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-            """, [delivery.deliveryId, delivery.endpointId, delivery.eventId, delivery.attempt, now, result.httpStatus,
-                  result.errorCode, result.durationMilliseconds])
+        try recordBatch([(delivery, result, next, now)], on: conn)
+    }
+
+    /// The consequence of one attempt whose row is already written.
+    private static func apply(_ delivery: ClaimedDelivery, result: WebhookAttemptResult, next: Date?, now: Date,
+                              on conn: PostgresConnection) throws {
         let outcome = result.errorCode == nil ? WebhookAttemptOutcome.of(status: result.httpStatus) : .retry
         switch outcome {
         case .delivered:
@@ -107,6 +108,52 @@ enum WebhookDeliveryStore {
                     """, [delivery.deliveryId, delivery.attempt])
                 if changed == 1 { try disable(endpointId: delivery.endpointId, reason: "retries_exhausted", now: now, on: conn) }
             }
+        }
+    }
+
+    /// One attempt row of a batch, as `recordBatch` hands it to PostgreSQL.
+    private struct AttemptRow: Encodable {
+        let delivery_id: Int64
+        let endpoint_id: String
+        let event_id: String
+        let attempt_number: Int
+        let attempted_at: String
+        let http_status: Int?
+        let error_code: String?
+        let duration_ms: Int
+    }
+
+    /// Records a worker's batch in the caller's transaction: every attempt in one statement, the delivered
+    /// ones in another, and the rest (retries, 410, exhaustion) one by one as `record` does.
+    static func recordBatch(_ results: [(ClaimedDelivery, WebhookAttemptResult, Date?, Date)], on conn: PostgresConnection) throws {
+        guard !results.isEmpty else { return }
+        let rows = results.map { delivery, result, _, at in
+            AttemptRow(delivery_id: delivery.deliveryId, endpoint_id: delivery.endpointId, event_id: delivery.eventId,
+                       attempt_number: delivery.attempt, attempted_at: RFC3339.string(from: at), http_status: result.httpStatus,
+                       error_code: result.errorCode, duration_ms: result.durationMilliseconds)
+        }
+        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        _ = try conn.execute("""
+            INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt_number, attempted_at,
+                                                   http_status, error_code, duration_ms)
+            SELECT delivery_id, endpoint_id, event_id, attempt_number, attempted_at, http_status, error_code, duration_ms
+              FROM jsonb_to_recordset($1::jsonb) AS a(delivery_id bigint, endpoint_id text, event_id text, attempt_number integer,
+                                                      attempted_at timestamptz, http_status integer, error_code text,
+                                                      duration_ms integer)
+            """, [json])
+        let delivered = rows.filter { row in
+            row.error_code == nil && WebhookAttemptOutcome.of(status: row.http_status) == .delivered
+        }
+        if !delivered.isEmpty {
+            _ = try conn.execute("""
+                UPDATE webhook_deliveries d SET state = 'delivered', delivered_at = a.attempted_at
+                  FROM jsonb_to_recordset($1::jsonb) AS a(delivery_id bigint, attempt_number integer, attempted_at timestamptz)
+                 WHERE d.delivery_id = a.delivery_id AND d.attempts = a.attempt_number
+                """, [String(decoding: try JSONEncoder().encode(delivered), as: UTF8.self)])
+        }
+        for (delivery, result, next, at) in results
+        where !(result.errorCode == nil && WebhookAttemptOutcome.of(status: result.httpStatus) == .delivered) {
+            try apply(delivery, result: result, next: next, now: at, on: conn)
         }
     }
 

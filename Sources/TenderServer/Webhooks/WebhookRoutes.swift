@@ -83,7 +83,8 @@ enum WebhookProblems {
 
     /// 400 `field_missing`, as the other strict bodies answer a missing required member.
     static func missing(_ field: String) -> HTTPProblem {
-        HTTPProblem(status: 400, code: "field_missing", title: "Invalid request", detail: "The request body does not have the expected fields.",
+        HTTPProblem(status: 400, code: "field_missing", title: "Invalid request",
+                    detail: "The request body does not have the expected fields.",
                     errors: [HTTPProblem.FieldError(field: field, code: "field_missing", message: "\(field) is required.")])
     }
 

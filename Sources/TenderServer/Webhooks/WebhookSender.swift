@@ -126,6 +126,8 @@ struct WebhookWorker: Sendable {
     let logger: Logger
     let now: @Sendable () -> Date
     let client = HTTPClient()
+    /// This worker's kept connections (a worker is one thread): bursts to one receiver reuse them.
+    let connections: HTTPConnectionCache? = try? HTTPConnectionCache()
 
     /// Claims one batch, delivers it and records the attempts in one transaction; returns how many deliveries
     /// were claimed. A crash before that commit leaves the batch to its lease: redelivered, never lost.
@@ -155,9 +157,7 @@ struct WebhookWorker: Sendable {
         guard !claimed.isEmpty else { return 0 }
         let releasedAt = now()
         try pool.transaction { conn in
-            for (delivery, result, next, finished) in done {
-                try WebhookDeliveryStore.record(delivery, result: result, next: next, now: finished, on: conn)
-            }
+            try WebhookDeliveryStore.recordBatch(done, on: conn)
             for delivery in released { try WebhookDeliveryStore.release(delivery, now: releasedAt, on: conn) }
         }
         return claimed.count
@@ -195,7 +195,7 @@ struct WebhookWorker: Sendable {
                                                           body: body)),
         ], body: body)
         do {
-            let response = try client.send(request, options: settings.clientOptions())
+            let response = try client.send(request, options: settings.clientOptions(), cache: connections)
             let redirect = (300...399).contains(response.status)
             return WebhookAttemptResult(httpStatus: response.status, errorCode: redirect ? "redirect_not_followed" : nil,
                                         durationMilliseconds: elapsed(), retryAfter: response.headerValue("Retry-After"))

@@ -16,7 +16,8 @@ struct WebhookCoreTests {
                 == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
         let key = try #require(WebhookSecret.key("whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="))
         #expect(key == Array(0..<32))
-        let body = #"{"id":"evt_0123456789abcdefghijklmn","type":"payment.succeeded","createdAt":"2026-12-01T00:00:00Z","data":{"object":{"id":"pay_1"}}}"#
+        let body = #"{"id":"evt_0123456789abcdefghijklmn","type":"payment.succeeded","createdAt":"2026-12-01T00:00:00Z","#
+            + #""data":{"object":{"id":"pay_1"}}}"#
         let one = WebhookSignature.header(keys: [key], messageId: "evt_0123456789abcdefghijklmn",
                                           timestampSeconds: 1_764_547_200, body: Array(body.utf8))
         #expect(one == "v1,5J+m9MhymbITSYIdl8zMILS10l/Ogg034mjVAFO/wjo=")
