@@ -29,7 +29,12 @@ $bin merchants add --merchant-id $merchant --display-name Bench --domain bench.t
 key=$($bin api-keys create --merchant-id $merchant | sed -n 's/.*"apiKey" *: *"\([^"]*\)".*/\1/p')
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  # No finance feed slot left behind to hold WAL.
+  "${psql[@]}" -q -X -t -A "$TENDER_DATABASE_URL" -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots
+    WHERE database = current_database() AND NOT active" >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 gcc -O2 -o "$out/webhook_receiver" bench/webhook_receiver.c $(pkg-config --cflags --libs libmicrohttpd) -lpthread
 receiver_port=18090

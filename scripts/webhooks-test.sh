@@ -33,7 +33,20 @@ query="${TENDER_DATABASE_URL#"$base"}"
 name="webhooks_$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
 admin="${base%/*}/postgres$query"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# The serve processes' finance feed slots are dropped once they have gone: a test database keeps no slot
+# behind, which would hold WAL on the cluster.
+drop_slots() {
+  local left
+  for db in "$name" "${name}_strict"; do
+    for _ in $(seq 1 40); do
+      left="$("${psql[@]}" -q -X -t -A "${base%/*}/$db$query" -c "SELECT count(pg_drop_replication_slot(slot_name)) FILTER (WHERE NOT active),
+        count(*) FILTER (WHERE active) FROM pg_replication_slots WHERE database = current_database()" 2>/dev/null || echo "0|0")"
+      [ "${left#*|}" = 0 ] && break
+      sleep 0.25
+    done
+  done
+}
+trap 'drop_slots; rm -rf "$work"' EXIT
 prepare() {  # database name -> prints the sandbox API key
   "${psql[@]}" -q -X -v ON_ERROR_STOP=1 "$admin" -c "CREATE DATABASE $1" >/dev/null
   TENDER_DATABASE_URL="${base%/*}/$1$query" TENDER_DATA_DIR="$work" TENDER_MIGRATIONS_DIR="$root/migrations" "$bin" migrate >/dev/null
