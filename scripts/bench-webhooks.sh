@@ -74,11 +74,35 @@ while :; do
 done
 finished=$(date +%s.%N)
 attempts=$(q -c "SELECT count(*) FROM webhook_delivery_attempts WHERE event_id LIKE 'evt_$tag%'")
-python3 - "$start" "$committed" "$finished" "$done_count" "$attempts" <<'PY'
+# Commit-to-delivery latency at a steady rate: BENCH_WEBHOOK_STEADY_PER_S events a second (in commits of
+# a tenth of that every 100 ms) for BENCH_WEBHOOK_STEADY_SECONDS, measured from each event's transaction
+# start to its recorded delivery.
+steady_rate="${BENCH_WEBHOOK_STEADY_PER_S:-200}"
+steady_seconds="${BENCH_WEBHOOK_STEADY_SECONDS:-10}"
+steady_tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+per_tick=$((steady_rate / 10))
+for tick in $(seq 1 $((steady_seconds * 10))); do
+  q -v n="$per_tick" -v m="$merchant" -v t="$steady_tag" -v k="$tick" <<'SQL' &
+INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
+SELECT 'evt_' || :'t' || lpad((:k * 1000 + g)::text, 18, '0'), :'m', 'payment.succeeded', 'pay_' || g, now(),
+       '{"id":"evt_' || :'t' || lpad((:k * 1000 + g)::text, 18, '0') || '","type":"payment.succeeded","data":{"object":{}}}'
+  FROM generate_series(1, :n) AS g;
+SELECT pg_notify('tender_events', :'m');
+SQL
+  sleep 0.1
+done
+wait_steady=$((SECONDS + 120))
+while [ "$(q -c "SELECT count(*) FROM webhook_deliveries WHERE state <> 'delivered' AND event_id LIKE 'evt_$steady_tag%'")" != 0 ] \
+      && [ $SECONDS -lt $wait_steady ]; do sleep 0.1; done
+latency=$(q -c "SELECT round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - e.created_at)))
+                  || ' ' || round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - e.created_at)))
+                  FROM webhook_deliveries d JOIN events e USING (event_id) WHERE d.event_id LIKE 'evt_$steady_tag%'")
+python3 - "$start" "$committed" "$finished" "$done_count" "$attempts" "$steady_rate" $latency <<'PY'
 import sys
-start, committed, finished, delivered, attempts = map(float, sys.argv[1:])
+start, committed, finished, delivered, attempts, steady, p50, p99 = map(float, sys.argv[1:])
 rate = delivered / (finished - committed)
 print(f"\nwebhooks: {int(delivered)} deliveries ({int(attempts)} attempts) in {finished - committed:.2f} s after the commit "
       f"(writing the events took {committed - start:.2f} s)")
+print(f"webhooks: commit-to-delivery at {steady:.0f} events/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
 print(f"ratio webhook_deliveries_per_s {rate:.0f} 2000")
 PY
