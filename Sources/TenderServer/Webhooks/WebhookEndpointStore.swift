@@ -205,7 +205,11 @@ enum WebhookEndpointStore {
         _ = try conn.execute("""
             INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, next_attempt_at, created_at)
             VALUES ($1, $2, $3, $4, $4)
-            ON CONFLICT (event_id, endpoint_id) DO UPDATE SET state = 'pending', failures = 0, next_attempt_at = $4
+            ON CONFLICT (event_id, endpoint_id) DO UPDATE
+               SET state = 'pending', failures = 0, next_attempt_at = $4,
+                   -- Ends any lease on it: an attempt still in flight then no longer marks it delivered, so
+                   -- the redelivery cannot be swallowed by the attempt it follows.
+                   attempts = webhook_deliveries.attempts + 1
             """, [eventId, endpointId, merchantId, now])
     }
 
