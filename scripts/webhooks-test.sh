@@ -60,4 +60,4 @@ strict_key="$(prepare "${name}_strict")"
 WEBHOOKS_DB="${base%/*}/$name$query" WEBHOOKS_KEY="$key" \
 WEBHOOKS_STRICT_DB="${base%/*}/${name}_strict$query" WEBHOOKS_STRICT_KEY="$strict_key" \
 WEBHOOKS_OUT="$out" PSQL="${psql[*]}" TENDER_BIN="$bin" TENDER_DATA_DIR="$work" TENDER_MIGRATIONS_DIR="$root/migrations" \
-  "$venv/bin/python" "$root/scripts/webhooks_test.py"
+  PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$root/scripts/webhooks_test.py"
