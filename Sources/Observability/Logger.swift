@@ -163,9 +163,10 @@ public enum RFC3339 {
     }
 }
 
-/// Log lines are appended to a buffer and written to stderr in batches: at most every 50 ms by a
-/// background thread, at once when 64 KiB are waiting, and on `Logger.flush()`. One write(2) per batch
-/// instead of one per request keeps the access log off the hot path.
+/// Log lines are appended to a buffer and written to stderr in batches while a `LogFlushService` runs:
+/// at most every 50 ms by its thread, at once when 64 KiB are waiting, and on `Logger.flush()`. One
+/// write(2) per batch instead of one per request keeps the access log off the hot path. Without a
+/// running flusher (tools, tests, before `serve` starts it and after it stops) each line is written at once.
 final class StandardErrorBuffer: Sendable {
     static let shared = StandardErrorBuffer()
     /// Bytes buffered before a writer flushes inline.
@@ -175,17 +176,10 @@ final class StandardErrorBuffer: Sendable {
 
     private let pending = Mutex([UInt8]())
     private let writeLock = Mutex(())
+    /// True while a flusher thread runs; otherwise lines are written as they come.
+    let batching = Atomic<Bool>(false)
 
-    private init() {
-        let thread = Thread { [self] in
-            while true {
-                usleep(UInt32(Self.flushIntervalMilliseconds * 1_000))
-                flush()
-            }
-        }
-        thread.name = "tender-log-flush"
-        thread.start()
-    }
+    private init() {}
 
     func append(_ line: String) {
         let full = pending.withLock { buffer -> Bool in
@@ -193,7 +187,7 @@ final class StandardErrorBuffer: Sendable {
             buffer.append(0x0a)
             return buffer.count >= Self.bufferBytesMax
         }
-        if full { flush() }
+        if full || !batching.load(ordering: .acquiring) { flush() }
     }
 
     func flush() {
@@ -214,5 +208,34 @@ final class StandardErrorBuffer: Sendable {
                 }
             }
         }
+    }
+}
+
+/// The log flusher as a service: while it runs, stderr lines are batched and written every 50 ms; `stop`
+/// ends its thread, writes what is left and goes back to writing each line at once. `tender serve`
+/// starts it first and stops it last, so every other service's last lines are written.
+public final class LogFlushService: Service {
+    public let name = "log-flush"
+    private let loop: ThreadService
+
+    /// A flusher for the process's stderr buffer.
+    public init() {
+        loop = ThreadService(name: "log-flush") { loop in
+            while loop.pause(milliseconds: StandardErrorBuffer.flushIntervalMilliseconds) {
+                StandardErrorBuffer.shared.flush()
+            }
+        }
+    }
+
+    public func start() throws {
+        try loop.start()
+        StandardErrorBuffer.shared.batching.store(true, ordering: .releasing)
+    }
+
+    public func stop(deadline: ContinuousClock.Instant) -> Bool {
+        StandardErrorBuffer.shared.batching.store(false, ordering: .releasing)
+        let finished = loop.stop(deadline: deadline)
+        StandardErrorBuffer.shared.flush()
+        return finished
     }
 }

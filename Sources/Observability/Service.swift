@@ -25,9 +25,25 @@ public final class ServiceGroup: Sendable {
     /// Starts `service` after those already started. When it throws, nothing is added (and the caller
     /// usually stops the group and exits).
     public func start(_ service: any Service) throws {
-        try service.start()
+        do {
+            try service.start()
+        } catch {
+            logger.error("service did not start", [("service", service.name), ("error", "\(error)")])
+            throw error
+        }
         started.withLock { $0.append(service) }
         logger.info("service started", [("service", service.name)])
+    }
+
+    /// Starts `services` in order. When one throws, those already started are stopped in reverse within
+    /// `timeoutMilliseconds`, and the error is rethrown: a failed start leaves nothing running.
+    public func start(_ services: [any Service], stoppingWithinMilliseconds timeoutMilliseconds: Int) throws {
+        do {
+            for service in services { try start(service) }
+        } catch {
+            stopAll(timeoutMilliseconds: timeoutMilliseconds)
+            throw error
+        }
     }
 
     /// The names of the running services, in start order.
@@ -44,6 +60,7 @@ public final class ServiceGroup: Sendable {
         let deadline = ContinuousClock.now.advanced(by: .milliseconds(timeoutMilliseconds))
         var late: [String] = []
         for service in services.reversed() {
+            logger.info("service stopping", [("service", service.name)])
             if service.stop(deadline: deadline) {
                 logger.info("service stopped", [("service", service.name)])
             } else {
@@ -73,6 +90,9 @@ public final class ThreadService: Service {
     /// True once `stop` was called: the loop should return soon.
     public var isStopping: Bool { stopping.load(ordering: .acquiring) }
 
+    /// True once the loop's thread has returned.
+    public var isFinished: Bool { finished.withLock { $0 } }
+
     /// Sleeps up to `milliseconds`, waking early when the service is asked to stop. Returns false when
     /// stopping (the loop should return).
     public func pause(milliseconds: Int) -> Bool {
@@ -89,6 +109,7 @@ public final class ThreadService: Service {
 
     public func start() throws {
         let thread = Thread { [self] in
+            Self.nameCurrentThread("tender-\(name)")
             body(self)
             finishedCondition.lock()
             finished.withLock { $0 = true }
@@ -97,6 +118,14 @@ public final class ThreadService: Service {
         }
         thread.name = "tender-\(name)"
         thread.start()
+    }
+
+    /// Names the calling OS thread (`ps -T`, /proc/<pid>/task/*/comm show whose thread it is; Linux keeps
+    /// 15 bytes). Foundation's `Thread.name` does not reach the OS thread on Linux.
+    static func nameCurrentThread(_ name: String) {
+        guard let file = FileHandle(forWritingAtPath: "/proc/thread-self/comm") else { return }
+        defer { try? file.close() }
+        try? file.write(contentsOf: Array(name.utf8.prefix(15)))
     }
 
     public func stop(deadline: ContinuousClock.Instant) -> Bool {
@@ -111,5 +140,35 @@ public final class ThreadService: Service {
             _ = finishedCondition.wait(until: wake)
         }
         return true
+    }
+}
+
+/// A service made of two calls on something that owns its own threads (an adapter for work that
+/// predates `Service`): `start` starts it, `stop` asks it to finish and returns whether it did in time.
+public final class CallbackService: Service {
+    public let name: String
+    private let onStart: @Sendable () throws -> Void
+    private let onStop: @Sendable (ContinuousClock.Instant) -> Bool
+
+    /// A service named `name` that runs `start` and `stop`.
+    public init(name: String, start: @escaping @Sendable () throws -> Void,
+                stop: @escaping @Sendable (ContinuousClock.Instant) -> Bool) {
+        self.name = name
+        onStart = start
+        onStop = stop
+    }
+
+    public func start() throws { try onStart() }
+
+    public func stop(deadline: ContinuousClock.Instant) -> Bool { onStop(deadline) }
+}
+
+extension ContinuousClock.Instant {
+    /// Whole milliseconds from now until this instant (0 when it has passed).
+    public var millisecondsLeft: Int {
+        let left = ContinuousClock.now.duration(to: self)
+        guard left > .zero else { return 0 }
+        let (seconds, attos) = left.components
+        return Int(seconds) * 1_000 + Int(attos / 1_000_000_000_000_000)
     }
 }

@@ -63,7 +63,8 @@ public enum PaymentNetwork {
             guard let binScheme, claimedScheme.accepts(binScheme) else { return .failure(.networkMismatch) }
         }
         if let binScheme { return .success(binScheme.rawValue) }
-        let domestic = String((claimed ?? "").unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
+        let domestic = String((claimed ?? "").unicodeScalars
+            .filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
             .prefix(nameBytesMax).map(Character.init))
         return .success(domestic.isEmpty ? "unknown" : domestic)
     }

@@ -16,30 +16,6 @@ public enum PaymentStatus: String, Sendable, CaseIterable, Codable {
     public var isFinal: Bool { self != .pending }
 }
 
-/// The committed checkpoints of one payment attempt (docs/reliability-security.md §1.3, Brandur's recovery
-/// points). A crash between two of them leaves a state that a retry of the same key resumes.
-public enum RecoveryPoint: String, Sendable, CaseIterable {
-    /// The idempotency key is claimed; nothing else is committed.
-    case started
-    /// The token was verified, bound to the session and the payment row inserted (processor not called yet).
-    case accepted
-    /// The processor was called and its outcome is unknown (timeout, 5xx): re-send with the same key.
-    case processorCalled = "processor_called"
-    /// The outcome is committed; the stored response is final.
-    case outcomeRecorded = "outcome_recorded"
-
-    /// The points from which work continues with a processor call.
-    public var needsProcessorCall: Bool { self == .accepted || self == .processorCalled }
-}
-
-/// Whether repeating can change an outcome (STYLE.md: outcomes are classified, retries follow the class).
-public enum OutcomeClass: String, Sendable {
-    /// Retrying with the same processor key may give an answer.
-    case transient
-    /// Final: repeating cannot change it.
-    case permanent
-}
-
 /// What a processor said about one authorization or refund.
 public enum ProcessorOutcome: Sendable, Equatable {
     /// Approved, with the processor's reference.
@@ -48,8 +24,12 @@ public enum ProcessorOutcome: Sendable, Equatable {
     case declined(declineCode: String, processorReference: String?)
     /// No answer (timeout, connection lost, 5xx after retries): the charge may or may not exist.
     case unknown(reason: String)
+    /// Taken for asynchronous processing, with the processor's reference of the request; the final answer
+    /// comes later by another channel (Adyen answers every refund this way, `status: received`). Not a
+    /// success, and re-sending cannot change it: the request waits, `pending`, and is not re-sent.
+    case accepted(processorReference: String)
 
-    /// Unknown outcomes are transient; answers are permanent (a decline is never retried).
+    /// Unknown outcomes are transient; answers are permanent (a decline is never retried, nor an accepted request).
     public var outcomeClass: OutcomeClass {
         if case .unknown = self { return .transient }
         return .permanent
@@ -60,7 +40,7 @@ public enum ProcessorOutcome: Sendable, Equatable {
         switch self {
         case .approved: .succeeded
         case .declined: .declined
-        case .unknown: .pending
+        case .unknown, .accepted: .pending
         }
     }
 }
@@ -114,31 +94,6 @@ public struct PaymentsError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// `code: detail`.
     public var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
-}
-
-/// Identifiers: a prefix and 24 lowercase alphanumerics (`pay_…`, `re_…`).
-public enum PaymentIdentifier {
-    /// Characters after the prefix.
-    public static let randomCharacters = 24
-    static let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
-
-    /// Builds an id from random bytes by rejection sampling (uniform over 36 symbols). Returns nil when
-    /// `randomBytes` ran out before 24 symbols were drawn; callers pass plenty (e.g. 64 bytes).
-    public static func make(prefix: String, randomBytes: [UInt8]) -> String? {
-        var out = [UInt8]()
-        for byte in randomBytes where byte < 252 && out.count < randomCharacters {
-            out.append(alphabet[Int(byte) % 36])
-        }
-        guard out.count == randomCharacters else { return nil }
-        return prefix + String(decoding: out, as: UTF8.self)
-    }
-
-    /// True when `text` is `prefix` followed by exactly 24 lowercase alphanumerics.
-    public static func isValid(_ text: String, prefix: String) -> Bool {
-        guard text.hasPrefix(prefix) else { return false }
-        let rest = Array(text.utf8.dropFirst(prefix.utf8.count))
-        return rest.count == randomCharacters && rest.allSatisfy { alphabet.contains($0) }
-    }
 }
 
 /// The key Tender sends to the processor (docs/processor-protocol.md): derived only from stable identifiers, so every

@@ -15,6 +15,9 @@ public struct PostgresConfiguration: Sendable {
     public var statementTimeoutMilliseconds: Int = 5_000
     /// `application_name` reported to the server (pg_stat_activity).
     public var applicationName: String = "tender"
+    /// Lets one thread hold two connections of the pool at once without the debug-build trap (tests of
+    /// the pool's own timeout and queue limits only; see `PostgresPool.withConnection`).
+    public var allowNestedAcquisitionForTesting = false
 
     /// Defaults for everything but the connection string.
     public init(connectionString: String) {

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// Moves a non-Sendable connection between threads; the pool guarantees a single owner at a time.
@@ -42,6 +43,9 @@ public final class PostgresPool: Sendable {
     public let configuration: PostgresConfiguration
     private let settings: Result<ConnectSettings, PostgresError>
     private let state = Mutex(State())
+    #if DEBUG
+    let heldConnections = HeldConnections()
+    #endif
 
     /// Creates the pool without connecting; connections open on demand.
     public init(configuration: PostgresConfiguration) {
@@ -65,7 +69,15 @@ public final class PostgresPool: Sendable {
     /// Lends a connection to `body` and takes it back afterwards. Body errors are rethrown unchanged;
     /// pool errors are `PostgresError`. A connection left broken or mid-transaction is rolled back or
     /// discarded on return.
+    ///
+    /// A thread must not ask for a second connection of this pool while it holds one: with as many
+    /// workers as connections, a burst of such requests leaves every worker waiting for the acquire
+    /// timeout. Debug builds trap on it (`HeldConnections`).
     public func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        #if DEBUG
+        heldConnections.enter(allowNested: configuration.allowNestedAcquisitionForTesting)
+        defer { heldConnections.leave() }
+        #endif
         let connection = try acquire()
         defer { release(connection) }
         return try body(connection)
@@ -228,3 +240,33 @@ public final class PostgresPool: Sendable {
         _ = discarded
     }
 }
+
+#if DEBUG
+/// Debug builds: how many connections of one pool each thread holds (a thread-local count per pool,
+/// keyed by the thread's id), so a nested acquisition on the same thread traps where it happens.
+final class HeldConnections: Sendable {
+    private let counts = Mutex<[UInt: Int]>([:])
+
+    /// Counts one more connection for the current thread; asserts it held none.
+    func enter(allowNested: Bool) {
+        let thread = UInt(pthread_self())
+        let held = counts.withLock { counts -> Int in
+            defer { counts[thread, default: 0] += 1 }
+            return counts[thread, default: 0]
+        }
+        assert(held == 0 || allowNested, "a thread asked the pool for a second connection while holding one (nested acquisition)")
+    }
+
+    /// Connections the current thread holds.
+    var heldByCurrentThread: Int { counts.withLock { $0[UInt(pthread_self()), default: 0] } }
+
+    /// Counts one connection fewer for the current thread.
+    func leave() {
+        let thread = UInt(pthread_self())
+        counts.withLock { counts in
+            let left = counts[thread, default: 1] - 1
+            counts[thread] = left > 0 ? left : nil
+        }
+    }
+}
+#endif

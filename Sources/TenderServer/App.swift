@@ -44,7 +44,7 @@ public final class TenderApp: Sendable {
                                       ingestSettings: feedSettings)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
-                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue),
+                                             subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)],
                                              metrics: metrics)
         self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
         var webhookSettings = WebhookSettings()
@@ -54,9 +54,9 @@ public final class TenderApp: Sendable {
         self.webhookSettings = webhookSettings
     }
 
-    /// The webhook sender of this process (started by `serve`).
-    func makeWebhookSender() -> WebhookSender {
-        WebhookSender(pool: pool, settings: webhookSettings, box: webhookSecretBox, logger: logger)
+    /// The webhook sender of this process (a service of `serve`).
+    func makeWebhookSender(now: @escaping @Sendable () -> Date) -> WebhookSender {
+        WebhookSender(pool: pool, settings: webhookSettings, box: webhookSecretBox, logger: logger, now: now)
     }
 
     /// The full route table.
@@ -80,6 +80,7 @@ public final class TenderApp: Sendable {
         registerPaymentsRoutes(into: &router)
         registerMerchantValidationRoutes(into: &router)
         registerSettlementReportRoutes(into: &router)
+        registerEventRoutes(into: &router)
         registerWebhookRoutes(into: &router)
         registerWebRoutes(into: &router)
         return router

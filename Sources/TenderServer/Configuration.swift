@@ -8,12 +8,21 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public let variable: String
     /// What is wrong with it.
     public let reason: String
-    public var description: String { "invalid \(variable): \(reason)" }
+    /// Stable machine code; `configuration_invalid` unless a case needs its own (tests assert it).
+    public var code = "configuration_invalid"
+    public var description: String {
+        code == "configuration_invalid" ? "invalid \(variable): \(reason)" : "invalid \(variable) (\(code)): \(reason)"
+    }
 }
 
 /// Which payment processor connector Tender uses.
 public enum ProcessorKind: String, Sendable {
-    case simulator, http
+    /// The built-in deterministic processor.
+    case simulator
+    /// Tender's own protocol (docs/processor-protocol.md).
+    case http
+    /// Adyen's Checkout API (docs/processor-adyen.md).
+    case adyen
 }
 
 /// Tender's configuration, parsed and validated once at start (README.md, Configuration).
@@ -37,8 +46,13 @@ public struct TenderConfiguration: Sendable {
     /// `TENDER_DOMAIN_ASSOCIATION_FILE`: Apple's merchant domain-association file, served at
     /// `/.well-known/apple-developer-merchantid-domain-association`; nil serves nothing there.
     public var domainAssociationFile: String?
-    /// How Tender authenticates to the `http` processor (`TENDER_PROCESSOR_TOKEN_FILE`, client certificate, CA).
+    /// How Tender authenticates to the processor (`TENDER_PROCESSOR_TOKEN_FILE`, client certificate, CA).
     public var processorAuthentication = ProcessorAuthentication.none
+    /// `TENDER_UNSAFE_PROCESSOR_PLAIN_HTTP_FOR_TESTING=true`: an `http://` processor URL is accepted (a loopback
+    /// stand-in in tests). Without it such a URL stops the start: card data never crosses a network in clear.
+    public var processorPlainHTTPForTesting = false
+    /// The Adyen connector's settings when `TENDER_PROCESSOR=adyen`.
+    public var adyen: AdyenSettings?
     /// Matching rules of settlement reports (`TENDER_RECON_AMOUNT_TOLERANCE_MINOR`,
     /// `TENDER_RECON_SETTLEMENT_LAG_SECONDS`): exact amounts and a 7-day lag unless set.
     public var reconciliation = ReconciliationConfiguration()
@@ -85,25 +99,7 @@ public struct TenderConfiguration: Sendable {
         }
         let dataDirectory = value("TENDER_DATA_DIR") ?? "./.tender"
         let (host, port) = try parseListen(value("TENDER_LISTEN") ?? "127.0.0.1:8080")
-        let processor: ProcessorKind
-        if let raw = value("TENDER_PROCESSOR") {
-            guard let p = ProcessorKind(rawValue: raw) else {
-                throw ConfigurationError(variable: "TENDER_PROCESSOR", reason: "expected simulator or http")
-            }
-            processor = p
-        } else {
-            processor = .simulator
-        }
-        let processorURL = value("TENDER_PROCESSOR_URL")
-        if let url = processorURL {
-            guard let parsed = URLComponents(string: url), let scheme = parsed.scheme,
-                  scheme == "http" || scheme == "https", parsed.host?.isEmpty == false else {
-                throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "expected an absolute http(s) URL")
-            }
-        }
-        if processor == .http && processorURL == nil {
-            throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "required when TENDER_PROCESSOR=http")
-        }
+        let (processor, processorURL, plainHTTP) = try processorSelection(value)
         let logFormat: LogFormat
         if let raw = value("TENDER_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: raw) else {
@@ -163,7 +159,7 @@ public struct TenderConfiguration: Sendable {
             applePayGatewayCAFile: value("TENDER_APPLE_PAY_GATEWAY_CA_FILE"),
             logFormat: logFormat,
             limits: limits)
-        configuration.processorAuthentication = try ProcessorAuthentication.load(value)
+        try configuration.loadProcessorCredentials(value, plainHTTPForTesting: plainHTTP)
         if let file = value("TENDER_DOMAIN_ASSOCIATION_FILE") {
             guard FileManager.default.isReadableFile(atPath: file) else {
                 throw ConfigurationError(variable: "TENDER_DOMAIN_ASSOCIATION_FILE", reason: "file not readable: \(file)")
@@ -279,4 +275,68 @@ public struct ServerLimits: Sendable {
     public var ioThreads = 2
 
     public init() {}
+}
+
+extension TenderConfiguration {
+    /// The unsafe switch for plain-HTTP processors; its name says it is for tests.
+    public static let plainHTTPProcessorVariable = "TENDER_UNSAFE_PROCESSOR_PLAIN_HTTP_FOR_TESTING"
+    /// The code a refused `http://` processor URL carries.
+    public static let plainHTTPRefusedCode = "processor_plain_http_refused"
+
+    /// `TENDER_PROCESSOR`, `TENDER_PROCESSOR_URL` and the plain-HTTP switch.
+    static func processorSelection(_ value: (String) -> String?) throws(ConfigurationError)
+        -> (kind: ProcessorKind, url: String?, plainHTTPForTesting: Bool) {
+        var processor = ProcessorKind.simulator
+        if let raw = value("TENDER_PROCESSOR") {
+            guard let p = ProcessorKind(rawValue: raw) else {
+                throw ConfigurationError(variable: "TENDER_PROCESSOR", reason: "expected simulator, http or adyen")
+            }
+            processor = p
+        }
+        let plainHTTP = try processorPlainHTTPSwitch(value)
+        let processorURL = value("TENDER_PROCESSOR_URL")
+        if let url = processorURL {
+            try checkProcessorURL(url, variable: "TENDER_PROCESSOR_URL", plainHTTPForTesting: plainHTTP)
+        }
+        if processor == .http && processorURL == nil {
+            throw ConfigurationError(variable: "TENDER_PROCESSOR_URL", reason: "required when TENDER_PROCESSOR=http")
+        }
+        return (processor, processorURL, plainHTTP)
+    }
+
+    /// The files that authenticate Tender to its processor, and Adyen's settings when it is the processor.
+    mutating func loadProcessorCredentials(_ value: (String) -> String?, plainHTTPForTesting: Bool) throws(ConfigurationError) {
+        processorAuthentication = try ProcessorAuthentication.load(value)
+        processorPlainHTTPForTesting = plainHTTPForTesting
+        guard processor == .adyen else { return }
+        adyen = try AdyenSettings.load(value, plainHTTPForTesting: plainHTTPForTesting)
+        if processorAuthentication.bearerSecret != nil {
+            throw ConfigurationError(variable: "TENDER_PROCESSOR_TOKEN_FILE",
+                                     reason: "is for TENDER_PROCESSOR=http; Adyen takes its key from TENDER_ADYEN_API_KEY_FILE")
+        }
+    }
+
+    /// `true` or `false` (unset is false); anything else stops the start.
+    static func processorPlainHTTPSwitch(_ value: (String) -> String?) throws(ConfigurationError) -> Bool {
+        guard let raw = value(plainHTTPProcessorVariable) else { return false }
+        guard raw == "true" || raw == "false" else {
+            throw ConfigurationError(variable: plainHTTPProcessorVariable, reason: "expected true or false")
+        }
+        return raw == "true"
+    }
+
+    /// An absolute https URL with a host; `http` only with the unsafe switch (the card data would travel in clear).
+    static func checkProcessorURL(_ url: String, variable: String, plainHTTPForTesting: Bool) throws(ConfigurationError) {
+        guard let parsed = URLComponents(string: url), let scheme = parsed.scheme,
+              scheme == "http" || scheme == "https", parsed.host?.isEmpty == false,
+              parsed.query == nil, parsed.fragment == nil, parsed.user == nil else {
+            throw ConfigurationError(variable: variable, reason: "expected an absolute http(s) URL without query, fragment or user")
+        }
+        if scheme == "http" && !plainHTTPForTesting {
+            throw ConfigurationError(variable: variable,
+                                     reason: "plain http sends card data in clear; use https (\(plainHTTPProcessorVariable)=true "
+                                         + "allows it for a local stand-in in tests only)",
+                                     code: plainHTTPRefusedCode)
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Payments
 import Postgres
 
 /// A failure of a Tender store or command with a stable code and a detail safe to show an operator.
@@ -254,18 +255,8 @@ public struct MerchantStore: Sendable {
 
 /// `tk_<16 lowercase alphanumerics>_<64 hex>`: the key id finds the row, the secret proves possession.
 public enum APIKeyFormat {
-    static let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
-
-    static func newKeyId() -> String {
-        // 36^16 ids; rejection sampling keeps the distribution uniform.
-        var out = ""
-        while out.count < 16 {
-            for b in SecureRandom.bytes(32) where b < 252 && out.count < 16 {
-                out.append(alphabet[Int(b) % 36])
-            }
-        }
-        return out
-    }
+    /// 36^16 ids (`PrefixedIdentifier.apiKeyId`).
+    static func newKeyId() -> String { PrefixedIdentifier.apiKeyId.mint(randomBytes: SecureRandom.bytes) }
 
     static func render(keyId: String, secret: String) -> String { "tk_\(keyId)_\(secret)" }
 

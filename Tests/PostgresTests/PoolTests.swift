@@ -9,6 +9,7 @@ extension PostgresIntegration {
             let pool = PostgresPool(configuration: TestDatabase.configuration {
                 $0.connectionsMax = 1
                 $0.acquireTimeoutMilliseconds = 300
+                $0.allowNestedAcquisitionForTesting = true
             })
             defer { pool.close() }
             try pool.withConnection { _ in
@@ -27,6 +28,7 @@ extension PostgresIntegration {
                 $0.connectionsMax = 1
                 $0.waitQueueMax = 1
                 $0.acquireTimeoutMilliseconds = 10_000
+                $0.allowNestedAcquisitionForTesting = true
             })
             defer { pool.close() }
             let queuedResult = Mutex<Int?>(nil)
@@ -48,6 +50,20 @@ extension PostgresIntegration {
             #expect(eventually { queuedResult.withLock { $0 } == 7 })
             #expect(eventually { pool.stats.inUse == 0 && pool.stats.waiting == 0 })
         }
+
+        #if DEBUG
+        @Test func eachThreadsHeldConnectionsAreCounted() throws {
+            let pool = PostgresPool(configuration: TestDatabase.configuration())
+            defer { pool.close() }
+            #expect(pool.heldConnections.heldByCurrentThread == 0)
+            try pool.transaction { _ in
+                #expect(pool.heldConnections.heldByCurrentThread == 1)
+                let other = BackgroundThread { #expect(pool.heldConnections.heldByCurrentThread == 0) }
+                other.join()
+            }
+            #expect(pool.heldConnections.heldByCurrentThread == 0)
+        }
+        #endif
 
         @Test func waitersAreServedInArrivalOrder() throws {
             let pool = PostgresPool(configuration: TestDatabase.configuration {

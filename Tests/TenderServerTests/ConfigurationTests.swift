@@ -1,4 +1,5 @@
 import HTTPServer
+import Payments
 import Testing
 @testable import TenderServer
 
@@ -177,7 +178,7 @@ import Testing
     @Test func newKeyIdsAreWellFormedAndDistinct() {
         let ids = (0..<200).map { _ in APIKeyFormat.newKeyId() }
         #expect(Set(ids).count == 200)
-        #expect(ids.allSatisfy { $0.count == 16 && $0.allSatisfy { APIKeyFormat.alphabet.contains($0) } })
+        #expect(ids.allSatisfy { PrefixedIdentifier.apiKeyId.isValid($0) })
     }
 }
 

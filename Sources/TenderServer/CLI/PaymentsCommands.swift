@@ -2,17 +2,23 @@ import Foundation
 import Payments
 import Postgres
 
-/// `tender payments needs-operator|release`: the operator's side of outcomes Tender could not record.
+/// `tender payments needs-operator|release|settle-refund`: the operator's side of outcomes Tender could not record,
+/// and of refunds a processor accepted and confirmed later.
 enum PaymentsCommands {
     static let help = """
         usage: tender payments needs-operator
                tender payments release --payment-id ID | --refund-id ID
+               tender payments settle-refund --refund-id ID (--succeeded | --declined CODE)
 
         needs-operator  lists the payments and refunds whose processor outcome could not be recorded
                         TENDER_PAYMENTS_RECORD_ATTEMPTS_MAX times: they stay pending, the resolver leaves
                         them alone, and GET shows needsOperator. Prints JSON with the processor's answer.
         release         after the cause is fixed, hands one back to the resolver, which re-sends it with
                         its own processor key (the processor answers as before) and records the outcome.
+        settle-refund   records the processor's later answer for a refund it accepted (status pending with
+                        a processorReference, e.g. Adyen's "received"; docs/processor-adyen.md): --succeeded
+                        (as Adyen's REFUND notification with success=true) books it in the ledger,
+                        --declined CODE (snake_case, at most 64) fails it and frees its amount.
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
@@ -66,8 +72,41 @@ enum PaymentsCommands {
             struct Output: Encodable { let id: String; let released: Bool }
             KeysCommands.printJSON(Output(id: id, released: true))
             return .success
+        case "settle-refund":
+            return try settleRefund(Array(argv.dropFirst()), environment: environment)
         default:
             throw UsageError(message: "unknown subcommand \(sub)")
         }
+    }
+
+    static func settleRefund(_ argv: [String], environment: [String: String]) throws -> ExitCode {
+        let args = try Arguments(argv, options: ["refund-id", "declined"], flags: ["succeeded"])
+        if args.wantsHelp { Console.out(help); return .success }
+        try args.expectPositionals(0)
+        let refundId = try args.required("refund-id")
+        let confirmation: RefundConfirmation
+        switch (args.flag("succeeded"), args.value("declined")) {
+        case (true, nil):
+            confirmation = .succeeded
+        case (false, let code?):
+            let snake = code.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f }
+            guard (1...64).contains(code.utf8.count), snake else {
+                throw UsageError(message: "--declined takes a snake_case code of at most 64 characters")
+            }
+            confirmation = .declined(code: code)
+        default:
+            throw UsageError(message: "give exactly one of --succeeded and --declined CODE")
+        }
+        let (configuration, pool) = try TenderCLI.openDatabase(environment)
+        defer { pool.close() }
+        guard let refund = try PaymentsService.settleAcceptedRefund(refundId, as: confirmation, pool: pool,
+                                                                    subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)])
+        else {
+            throw TenderError("refund_not_accepted", "\(refundId) is not a pending refund accepted by the processor")
+        }
+        struct Output: Encodable { let id: String; let status: String; let processorReference: String?; let declineCode: String? }
+        KeysCommands.printJSON(Output(id: refund.refundId, status: refund.status.rawValue, processorReference: refund.processorReference,
+                                      declineCode: refund.declineCode))
+        return .success
     }
 }

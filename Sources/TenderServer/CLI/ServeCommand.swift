@@ -7,7 +7,8 @@ enum ServeCommand {
     static let help = """
         usage: tender serve [--listen HOST:PORT] [--database-url URL] [--log-format json|text]
         Serves the HTTP API. Refuses to start with pending migrations (run `tender migrate`).
-        SIGTERM or SIGINT: stop accepting, drain in-flight requests (TENDER_SHUTDOWN_DRAIN_MS), exit 0.
+        SIGTERM or SIGINT: stop accepting, drain in-flight requests (TENDER_SHUTDOWN_DRAIN_MS), stop every
+        service in reverse start order (docs/lifecycle.md), exit 0.
         Flags override the environment (TENDER_LISTEN, TENDER_DATABASE_URL, TENDER_LOG_FORMAT).
         """
 
@@ -26,6 +27,7 @@ enum ServeCommand {
         _ = try PaymentsSettings.load(environment: environment,
                                       processorTimeoutMilliseconds: configuration.processorTimeoutMilliseconds)
         _ = try TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS", default: 0, range: 0...60_000)
+        let sessionExpiry = try SessionExpirySweeper.Settings.load(environment: environment)
         _ = try WebhookSettings.load(environment: environment)
 
         // Block the termination signals in every thread before any is started; the main thread
@@ -56,31 +58,38 @@ enum ServeCommand {
 
         let server = HTTPServer(configuration: httpConfiguration(configuration), router: app.router(),
                                 onRequestComplete: { app.record($0) })
-        do { try server.start() } catch let error as HTTPServerError where error.code == "bind_failed" {
+        app.registerGauges(server: server)
+        // Every long-running part of the process, started in order and stopped in reverse (docs/lifecycle.md).
+        let group = ServiceGroup(logger: logger)
+        let stopMilliseconds = configuration.limits.drainDeadlineMilliseconds + servicesStopMilliseconds
+        let services = app.serveServices(server: server, sessionExpiry: sessionExpiry,
+                                         now: { Date(timeIntervalSince1970: TimeInterval(Clock.now().unixSeconds)) })
+        do {
+            try group.start(services, stoppingWithinMilliseconds: stopMilliseconds)
+        } catch let error as HTTPServerError where error.code == "bind_failed" {
             pool.close()
             // Name the address and the way out, not just the failure.
+            let suggested = "\(configuration.listenHost):\(configuration.listenPort == 8080 ? 8081 : 0)"
             throw TenderError("bind_failed", "\(error.message) Stop whatever listens there, or choose another address: "
-                              + "TENDER_LISTEN=\(configuration.listenHost):\(configuration.listenPort == 8080 ? 8081 : 0) or --listen HOST:PORT (port 0 picks a free one).")
+                              + "TENDER_LISTEN=\(suggested) or --listen HOST:PORT (port 0 picks a free one).")
+        } catch {
+            pool.close()
+            throw error
         }
-        app.registerGauges(server: server)
-        app.payments.startResolver()
-        app.finance.startIngest()
-        app.resumeSettlementEffects()
-        let webhooks = app.makeWebhookSender()
-        try webhooks.start()
         logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
 
         var received: Int32 = 0
         sigwait(&signals, &received)
-        logger.info("shutting down", [("signal", received == SIGTERM ? "SIGTERM" : "SIGINT")])
-        let drained = server.shutdown(drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds)
-        _ = webhooks.stop(deadline: ContinuousClock.now.advanced(by: .milliseconds(configuration.limits.drainDeadlineMilliseconds)))
-        app.finance.stop()
-        app.payments.stopResolver()
+        logger.info("shutting down", [("signal", received == SIGTERM ? "SIGTERM" : "SIGINT"),
+                                      ("deadline_ms", String(stopMilliseconds))])
+        let late = group.stopAll(timeoutMilliseconds: stopMilliseconds)
         pool.close()
-        logger.info("stopped", [("drained", drained ? "true" : "false")])
+        logger.info("stopped", [("late", late.joined(separator: ","))])
         return .success
     }
+
+    /// Time the services after the HTTP server get to stop, on top of the drain deadline.
+    static let servicesStopMilliseconds = 10_000
 
     /// The HTTP server's limits, with the worker pool sized to the database pool.
     static func httpConfiguration(_ c: TenderConfiguration) -> HTTPServerConfiguration {

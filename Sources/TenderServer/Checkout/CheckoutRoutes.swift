@@ -3,6 +3,7 @@ import Foundation
 import HTTPServer
 import Money
 import PaymentRequest
+import Payments
 import Postgres
 
 /// `POST /v1/checkout-sessions` response and `GET /v1/checkout-sessions/{id}` (openapi.yaml).
@@ -30,14 +31,6 @@ enum CheckoutEvent: String, CaseIterable {
     case paymentMethod = "payment_method"
 
     var pathSuffix: String { rawValue.replacingOccurrences(of: "_", with: "-") }
-}
-
-/// Who is calling a session endpoint.
-enum SessionCaller {
-    /// A merchant's API key: any session of that merchant.
-    case merchant(String)
-    /// A client secret: exactly the session it was issued for.
-    case clientSecret(sha256: [UInt8])
 }
 
 /// The outcome of an update transaction; `expired` commits the status change before the 410.
@@ -135,16 +128,21 @@ extension TenderApp {
             throw caller.notFound
         }
         try caller.authorize(merchantId: snapshot.merchantId, clientSecretSHA256: snapshot.clientSecretSHA256)
-        let checkout = try Self.decodeCheckout(snapshot.checkoutJSON)
+        var response = HTTPResponse.json(try Self.sessionView(snapshot))
+        response.headers.replaceOrAdd("Cache-Control", "no-store")
+        return response
+    }
+
+    /// A session as `GET /v1/checkout-sessions/{id}` shows it (also the `checkout_session.expired` event's object).
+    static func sessionView(_ snapshot: SessionSnapshot) throws -> SessionView {
+        let checkout = try decodeCheckout(snapshot.checkoutJSON)
         // An open session past its expiry reads as expired before any update has marked it so.
         let status = snapshot.status == "open" && snapshot.isPastExpiry ? "expired" : snapshot.status
-        var response = HTTPResponse.json(SessionView(
+        return SessionView(
             id: snapshot.sessionId, status: status, version: snapshot.version, clientSecret: nil,
             expiresAt: Timestamp(millisecondsSinceEpoch: snapshot.expiresAtMilliseconds).rfc3339,
             totalMinor: snapshot.totalMinor, currencyCode: snapshot.currencyCode, apiVersion: checkout.apiVersion,
-            paymentRequest: checkout.paymentRequest))
-        response.headers.replaceOrAdd("Cache-Control", "no-store")
-        return response
+            paymentRequest: checkout.paymentRequest)
     }
 
     // MARK: - Updates (rules 31–39)
@@ -166,14 +164,14 @@ extension TenderApp {
         let outcome: UpdateOutcome = try pool.transaction { conn in
             guard let session = try CheckoutStore.lock(sessionId, on: conn) else { throw caller.notFound }
             try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
-            switch session.status {
-            case "open": break
-            case "expired": throw CheckoutProblems.sessionExpired
-            default: throw CheckoutProblems.sessionNotOpen
-            }
-            if session.isPastExpiry {
-                try CheckoutStore.markExpired(sessionId, on: conn)
+            switch session.state.updateRefusal(atMilliseconds: session.lockedAtMilliseconds) {
+            case .expired? where session.state.status == .open:
+                // The change an update notices is the sweeper's change: the same status, the same event.
+                try SessionExpiry.expire(sessionId, on: conn, now: Date(timeIntervalSince1970: TimeInterval(now.unixSeconds)))
                 return .expired
+            case .expired?: throw CheckoutProblems.sessionExpired
+            case .notOpen?, .alreadyPaid?: throw CheckoutProblems.sessionNotOpen
+            case nil: break
             }
             let latest = try Self.latestVersion(sessionId, session.version, on: conn)
             if latest.event == event.rawValue, latest.inputSHA256 == inputHash, let stored = latest.responseJSON {
@@ -251,15 +249,9 @@ extension TenderApp {
 
     // MARK: - Auth
 
-    /// A client secret (only for its own session) or an API key; anything else is 401.
+    /// A client secret (only for its own session) or an API key; anything else is 401 (`SessionAuthorizer`).
     func sessionCaller(_ request: HTTPRequest, sessionId: String) throws -> SessionCaller {
-        guard let bearer = Self.bearerToken(request) else { throw Problems.unauthorized }
-        if let secretSessionId = CheckoutIdentifiers.sessionId(ofClientSecret: bearer) {
-            guard secretSessionId == sessionId else { throw Problems.unauthorized }
-            return .clientSecret(sha256: Digest.sha256(bearer))
-        }
-        guard let merchant = try merchants.authenticate(bearer: bearer) else { throw Problems.unauthorized }
-        return .merchant(merchant.merchantId)
+        try SessionAuthorizer(merchants: merchants).caller(request)
     }
 
     // MARK: - JSON helpers
@@ -274,27 +266,6 @@ extension TenderApp {
 
     static func decodeCheckout(_ json: String) throws -> PricedCheckout {
         try JSONCoding.decoder.decode(PricedCheckout.self, from: Data(json.utf8))
-    }
-}
-
-extension SessionCaller {
-    /// What a missing session looks like to this caller: 404 for a merchant (never 403, which would
-    /// reveal another merchant's session), 401 for a client secret that names no session.
-    var notFound: HTTPProblem {
-        switch self {
-        case .merchant: return CheckoutProblems.sessionNotFound
-        case .clientSecret: return Problems.unauthorized
-        }
-    }
-
-    /// Another merchant's session is 404; a client secret must hash to the stored one (constant time).
-    func authorize(merchantId: String, clientSecretSHA256: [UInt8]) throws(HTTPProblem) {
-        switch self {
-        case .merchant(let own):
-            guard own == merchantId else { throw CheckoutProblems.sessionNotFound }
-        case .clientSecret(let presented):
-            guard constantTimeEqual(presented, clientSecretSHA256) else { throw Problems.unauthorized }
-        }
     }
 }
 

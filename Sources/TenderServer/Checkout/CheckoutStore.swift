@@ -1,16 +1,18 @@
 import Foundation
 import HTTPServer
+import Payments
 import Postgres
 
 /// A session row as an update sees it, locked `FOR UPDATE` for the transaction.
 struct LockedSession {
     let sessionId: String
     let merchantId: String
-    let status: String
+    /// Status and expiry (the domain rules decide what they allow).
+    let state: CheckoutSessionState
     let version: Int
     let clientSecretSHA256: [UInt8]
-    /// `expires_at <= now()` by PostgreSQL's clock, so every node agrees.
-    let isPastExpiry: Bool
+    /// PostgreSQL's clock when the row was locked, so every node judges expiry alike.
+    let lockedAtMilliseconds: Int64
 }
 
 /// One stored version of a session.
@@ -72,13 +74,15 @@ enum CheckoutStore {
     /// Locks the session row; later updates of the same session queue here (no lost update).
     static func lock(_ sessionId: String, on conn: PostgresConnection) throws -> LockedSession? {
         guard let row = try conn.query("""
-            SELECT session_id, merchant_id, status, version, client_secret_sha256, expires_at <= now() AS past_expiry
+            SELECT session_id, merchant_id, status, version, client_secret_sha256,
+                   (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, (extract(epoch FROM now()) * 1000)::bigint AS now_ms
             FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
             """, [sessionId]).first else { return nil }
         return LockedSession(sessionId: try row.decode("session_id"), merchantId: try row.decode("merchant_id"),
-                             status: try row.decode("status"), version: try row.decode("version"),
-                             clientSecretSHA256: try row.decode("client_secret_sha256"),
-                             isPastExpiry: try row.decode("past_expiry"))
+                             state: CheckoutSessionState(status: try row.decodeEnum("status"),
+                                                         expiresAtMilliseconds: try row.decode("expires_ms")),
+                             version: try row.decode("version"), clientSecretSHA256: try row.decode("client_secret_sha256"),
+                             lockedAtMilliseconds: try row.decode("now_ms"))
     }
 
     /// One version. Read in its own statement after the lock: a join inside `FOR UPDATE` would be
@@ -106,14 +110,6 @@ enum CheckoutStore {
             UPDATE checkout_sessions SET version = $2, total_minor = $4, updated_at = now()
             WHERE session_id = $1 AND version = $2 - 1
             """, [sessionId, version, event, totalMinor, checkoutJSON, inputSHA256, responseJSON])
-    }
-
-    /// Records that an open session ran past its expiry.
-    static func markExpired(_ sessionId: String, on conn: PostgresConnection) throws {
-        _ = try conn.execute("""
-            UPDATE checkout_sessions SET status = 'expired', updated_at = now()
-            WHERE session_id = $1 AND status = 'open'
-            """, [sessionId])
     }
 
     /// The session and its latest version, read in one statement (one snapshot).

@@ -4,6 +4,7 @@ import HTTPServer
 import Money
 import Observability
 import PaymentRequest
+import Payments
 import Synchronization
 
 /// Identifiers and secrets of checkout sessions (openapi.yaml).
@@ -13,31 +14,18 @@ import Synchronization
 /// `ClientSecretKey` (derived from the master key). Only SHA-256 of the whole client secret is stored,
 /// and an idempotent replay of the creation re-derives it: no row a database reader sees holds it.
 public enum CheckoutIdentifiers {
-    static let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
     /// Characters after `cs_` in a session id.
-    public static let sessionIdRandomLength = 24
+    public static let sessionIdRandomLength = PrefixedIdentifier.checkoutSession.randomCharacters
     /// Random bytes behind `applicationData` (the token binding, reference §1.6).
     public static let applicationDataBytes = 32
 
-    /// A fresh session id; rejection sampling keeps each character uniform over 36 symbols.
+    /// A fresh session id (`PrefixedIdentifier.checkoutSession`).
     public static func newSessionId() -> String {
-        var out = "cs_"
-        var produced = 0
-        while produced < sessionIdRandomLength {
-            for b in SecureRandom.bytes(32) where b < 252 && produced < sessionIdRandomLength {
-                out.append(alphabet[Int(b) % 36])
-                produced += 1
-            }
-        }
-        return out
+        PrefixedIdentifier.checkoutSession.mint(randomBytes: SecureRandom.bytes)
     }
 
     /// True for `cs_` + 24 lowercase alphanumerics, the only ids that can exist (schema CHECK).
-    public static func isSessionId(_ text: String) -> Bool {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 3 + sessionIdRandomLength, text.hasPrefix("cs_") else { return false }
-        return utf8[3...].allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) }
-    }
+    public static func isSessionId(_ text: String) -> Bool { PrefixedIdentifier.checkoutSession.isValid(text) }
 
     /// The client secret of `sessionId` under `key` (a PRF of the unguessable session id: as
     /// unpredictable as random bytes to anyone without the key, and re-derivable by every node).

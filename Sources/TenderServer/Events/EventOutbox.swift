@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Observability
 import HTTPServer
@@ -38,7 +39,7 @@ enum EventOutbox {
     @discardableResult
     static func append<Object: Encodable>(_ type: EventType, objectId: String, object: Object,
                                           merchantId: String, on conn: PostgresConnection, now: Date) throws -> String {
-        let eventId = PaymentsService.newId(prefix: "evt_")
+        let eventId = PrefixedIdentifier.event.mint(randomBytes: SecureRandom.bytes)
         let envelope = EventEnvelope(id: eventId, type: type.rawValue, createdAt: RFC3339.string(from: now),
                                      data: .init(object: object))
         let body = try JSONCoding.encoder.encode(envelope)

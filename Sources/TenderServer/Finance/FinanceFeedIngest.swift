@@ -109,14 +109,17 @@ public final class FinanceFeedIngest: Sendable {
         thread.start()
     }
 
-    /// Stops the thread (the slot keeps its position; the next start resumes from it).
-    public func stop() {
+    /// Stops the thread (the slot keeps its position; the next start resumes from it), waiting for it up
+    /// to `waitMilliseconds`; false when it had not finished by then.
+    @discardableResult
+    public func stop(waitMilliseconds: Int = 10_000) -> Bool {
         let wasRunning = state.withLock { state -> Bool in
             let was = state.running
             state.running = false
             return was
         }
-        if wasRunning { _ = finished.wait(timeout: .now() + 10) }
+        guard wasRunning else { return true }
+        return finished.wait(timeout: .now() + .milliseconds(waitMilliseconds)) == .success
     }
 
     /// Stops the writer and drops its slot (a database that is going away; tests). Retries while the

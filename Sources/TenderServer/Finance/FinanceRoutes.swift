@@ -69,8 +69,13 @@ public final class FinanceFeature: Sendable {
 
     /// Stops the hub and the feed writer if they were started (server shutdown).
     public func stop() {
-        state.withLock { $0.hub }?.stop()
+        stopHub()
         ingest.stop()
+    }
+
+    /// Stops the monitoring hub if it was created, closing its streams (the `finance-hub` service).
+    public func stopHub() {
+        state.withLock { $0.hub }?.stop()
     }
 }
 

@@ -1,32 +1,34 @@
 import Crypto
 import Foundation
 import HTTPServer
+import Payments
 import Postgres
 
 /// What merchant validation needs to know about a checkout session.
 struct CheckoutSessionGate: Sendable {
     let sessionId: String
     let merchantId: String
-    let status: String
-    let expired: Bool
+    /// Status and expiry (the domain rules decide what they allow).
+    let state: CheckoutSessionState
+    /// The database's clock when the row was read, so every node judges expiry alike.
+    let readAtMilliseconds: Int64
     let clientSecretSHA256: [UInt8]
 
     /// `cs_` and 24 lowercase alphanumerics (the `checkout_sessions.session_id` check constraint).
-    static func isWellFormedId(_ id: String) -> Bool {
-        let bytes = Array(id.utf8)
-        guard bytes.count == 27, bytes.starts(with: Array("cs_".utf8)) else { return false }
-        return bytes[3...].allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) }
-    }
+    static func isWellFormedId(_ id: String) -> Bool { PrefixedIdentifier.checkoutSession.isValid(id) }
 
     /// Loads the session; expiry is judged by the database clock so every node agrees.
     static func load(id: String, pool: PostgresPool) throws -> CheckoutSessionGate? {
         guard isWellFormedId(id) else { return nil }
         guard let row = try pool.query("""
-            SELECT session_id, merchant_id, status, expires_at <= now() AS expired, client_secret_sha256
+            SELECT session_id, merchant_id, status, client_secret_sha256,
+                   (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, (extract(epoch FROM now()) * 1000)::bigint AS now_ms
             FROM checkout_sessions WHERE session_id = $1
             """, [id]).first else { return nil }
         return CheckoutSessionGate(sessionId: try row.decode("session_id"), merchantId: try row.decode("merchant_id"),
-                                   status: try row.decode("status"), expired: try row.decode("expired"),
+                                   state: CheckoutSessionState(status: try row.decodeEnum("status"),
+                                                               expiresAtMilliseconds: try row.decode("expires_ms")),
+                                   readAtMilliseconds: try row.decode("now_ms"),
                                    clientSecretSHA256: try row.decode("client_secret_sha256"))
     }
 }
@@ -47,28 +49,23 @@ extension TenderApp {
     /// compared in constant time (any mismatch, or an unknown session, is 401). The session must then be
     /// open and unexpired (rule 31: 410 when expired).
     func authorizeOpenSession(_ request: HTTPRequest, id: String) throws -> (CheckoutSessionGate, Merchant) {
-        guard let bearer = Self.bearerToken(request) else { throw Problems.unauthorized }
-        let session: CheckoutSessionGate
+        let caller = try SessionAuthorizer(merchants: merchants).caller(request)
+        // A client secret only proves anything together with its session, so an unknown session is 401 for it.
+        guard let session = try CheckoutSessionGate.load(id: id, pool: pool) else { throw caller.notFound }
+        try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
         let merchant: Merchant
-        if APIKeyFormat.parse(bearer) != nil {
-            guard let caller = try merchants.authenticate(bearer: bearer) else { throw Problems.unauthorized }
-            guard let found = try CheckoutSessionGate.load(id: id, pool: pool), found.merchantId == caller.merchantId
-            else { throw SessionAccessProblems.notFound }
-            session = found
-            merchant = caller
-        } else {
-            // A client secret only proves anything together with its session, so an unknown session is 401 too.
-            guard let found = try CheckoutSessionGate.load(id: id, pool: pool),
-                  constantTimeEqual(Digest.sha256(bearer), found.clientSecretSHA256),
-                  let owner = try merchants.merchant(id: found.merchantId)
-            else { throw Problems.unauthorized }
-            session = found
+        switch caller {
+        case .merchant(let own):
+            merchant = own
+        case .clientSecret:
+            guard let owner = try merchants.merchant(id: session.merchantId) else { throw Problems.unauthorized }
             merchant = owner
         }
-        if session.status == "expired" || (session.status == "open" && session.expired) {
-            throw SessionAccessProblems.expired
+        switch session.state.updateRefusal(atMilliseconds: session.readAtMilliseconds) {
+        case .expired?: throw SessionAccessProblems.expired
+        case .notOpen?, .alreadyPaid?: throw SessionAccessProblems.notOpen
+        case nil: break
         }
-        guard session.status == "open" else { throw SessionAccessProblems.notOpen }
         return (session, merchant)
     }
 }

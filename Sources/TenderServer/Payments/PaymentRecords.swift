@@ -73,7 +73,7 @@ struct PaymentRecord: Sendable {
     let merchantId: String
     let sessionId: String
     let status: PaymentStatus
-    let recoveryPoint: String
+    let recoveryPoint: RecoveryPoint
     let amountMinor: Int64
     let currencyCode: String
     let network: String?
@@ -96,12 +96,8 @@ struct PaymentRecord: Sendable {
         paymentId = try row.decode("payment_id")
         merchantId = try row.decode("merchant_id")
         sessionId = try row.decode("session_id")
-        let statusText: String = try row.decode("status")
-        guard let parsed = PaymentStatus(rawValue: statusText) else {
-            throw PostgresError(code: .decodeFailed, message: "unknown payment status", column: "status")
-        }
-        status = parsed
-        recoveryPoint = try row.decode("recovery_point")
+        status = try row.decodeEnum("status")
+        recoveryPoint = try row.decodeEnum("recovery_point")
         amountMinor = try row.decode("amount_minor")
         currencyCode = try row.decode("currency_code")
         network = try row.decodeIfPresent("network")
@@ -157,7 +153,7 @@ struct PaymentRecord: Sendable {
 /// A payment as the API shows it (openapi.yaml): at most the last four digits.
 struct PaymentView: Encodable {
     let id: String
-    let status: String
+    let status: PaymentStatus
     let amountMinor: Int64
     let amount: String?
     let currencyCode: String
@@ -181,7 +177,7 @@ struct PaymentView: Encodable {
     /// `amountRefundedMinor` comes from `PaymentsService.refundedMinor` (0 for a payment just made).
     init(_ p: PaymentRecord, amountRefundedMinor: Int64) {
         id = p.paymentId
-        status = p.status.rawValue
+        status = p.status
         amountMinor = p.amountMinor
         amount = (try? Currency(code: p.currencyCode))?.formatAmount(p.amountMinor)
         currencyCode = p.currencyCode
@@ -198,5 +194,16 @@ struct PaymentView: Encodable {
         amountRefunded = (try? Currency(code: p.currencyCode))?.formatAmount(amountRefundedMinor)
         createdAt = RFC3339.string(from: p.createdAt)
         needsOperator = p.needsOperatorAt != nil
+    }
+}
+
+extension PostgresRow {
+    /// A text column read as one of `T`'s raw values; any other value is `decode_failed`.
+    func decodeEnum<T: RawRepresentable>(_ column: String, as type: T.Type = T.self) throws -> T where T.RawValue == String {
+        let text: String = try decode(column)
+        guard let value = T(rawValue: text) else {
+            throw PostgresError(code: .decodeFailed, message: "unknown \(column) value", column: column)
+        }
+        return value
     }
 }

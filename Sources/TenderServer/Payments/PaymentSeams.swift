@@ -1,16 +1,19 @@
 import ApplePayToken
 import Crypto
 import Foundation
+import Payments
 import Postgres
 
 /// Verifies and decrypts an Apple Pay token for a merchant. `TokenService` (merchant keys from the key
-/// store) is the production implementation; tests use `DecryptorTokenVerifier` over a sandbox authority.
+/// store) is the production implementation; tests use `DecryptorTokenVerifier` (`@_spi(Testing)`).
 public protocol PaymentTokenVerifying: Sendable {
     /// Verifies every rule (signature, chain, freshness at `now`) and decrypts with the merchant's keys.
     func verifyAndDecrypt(tokenJSON: [UInt8], merchantId: String, now: Date) throws(TokenError) -> DecryptedPaymentToken
 }
 
-/// A verifier over one fixed `ApplePayTokenDecryptor` (its roots and keys serve every merchant).
+/// A verifier over one fixed `ApplePayTokenDecryptor` (its roots and keys serve every merchant): a test
+/// seam, never wired by `tender serve`.
+@_spi(Testing)
 public struct DecryptorTokenVerifier: PaymentTokenVerifying {
     /// The decryptor used for every merchant.
     public let decryptor: ApplePayTokenDecryptor
@@ -24,29 +27,12 @@ public struct DecryptorTokenVerifier: PaymentTokenVerifying {
     }
 }
 
-/// A money movement the finance store must record, emitted inside the transaction that commits it.
-public enum PaymentLedgerEvent: Sendable, Equatable {
-    /// A payment was captured.
-    case paymentSucceeded(paymentId: String, sessionId: String, amountMinor: Int64, currencyCode: String,
-                          processorReference: String)
-    /// A refund was paid back.
-    case refundSucceeded(refundId: String, paymentId: String, amountMinor: Int64, currencyCode: String,
-                         processorReference: String)
-}
-
-/// Receives ledger events within the payment's own transaction (so the ledger and the payment commit
-/// together or not at all). Throwing rolls the outcome back; the resolver then tries again.
-public protocol PaymentOutcomeSink: Sendable {
-    /// Records `event` on `conn` (inside the open transaction).
-    func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws
-}
-
-/// The default sink: records nothing.
-public struct NoopPaymentOutcomeSink: PaymentOutcomeSink {
-    /// Creates the sink.
-    public init() {}
-    /// Does nothing.
-    public func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {}
+/// Receives every payment and refund outcome inside the transaction that records it (after the event
+/// row is written to the outbox), so what it writes commits with the outcome or not at all. Throwing
+/// rolls the outcome back; the resolver then tries again. The finance ledger is one subscriber.
+public protocol PaymentEventSubscriber: Sendable {
+    /// Handles `event` on `conn` (inside the open transaction).
+    func record(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws
 }
 
 /// Fault injection for the crash tests (docs/reliability-security.md test 7): with

@@ -35,7 +35,8 @@ public struct PaymentsSettings: Sendable {
     /// From the environment: `TENDER_PAYMENTS_KEY_LOCK_MS`, `TENDER_PAYMENTS_RESOLVER_INTERVAL_MS`,
     /// `TENDER_PAYMENTS_RECORD_ATTEMPTS_MAX`; by default
     /// the lock covers every processor attempt (`TENDER_PROCESSOR_TIMEOUT_MS` × 3) plus 10 s.
-    public static func load(environment: [String: String], processorTimeoutMilliseconds: Int) throws(ConfigurationError) -> PaymentsSettings {
+    public static func load(environment: [String: String],
+                            processorTimeoutMilliseconds: Int) throws(ConfigurationError) -> PaymentsSettings {
         var s = PaymentsSettings()
         s.keyLockMilliseconds = try TenderConfiguration.integer(environment, "TENDER_PAYMENTS_KEY_LOCK_MS",
                                                                 default: processorTimeoutMilliseconds * 3 + 10_000, range: 100...3_600_000)
@@ -47,40 +48,46 @@ public struct PaymentsSettings: Sendable {
     }
 }
 
-/// Exactly-once payments and refunds (openapi.yaml, issue "Process authorized tokens").
+/// Exactly-once payments and refunds (openapi.yaml, issue "Process authorized tokens"): the shell
+/// around the pure core in `Payments` (`PaymentAcceptance` decides refusals, `OutcomePhases` the phases).
 ///
-/// A payment runs in committed phases (docs/reliability-security.md §1.3): (1) one transaction claims the
-/// Idempotency-Key, checks the session, verifies and binds the token and inserts the payment
+/// A payment runs in committed phases (docs/reliability-security.md §1.3): (0) the body is decoded once
+/// and the token verified and decrypted with no connection held; (1) one transaction claims the
+/// Idempotency-Key, reads the session under its lock, applies the rules and inserts the payment
 /// (`accepted`); (2) the processor is called outside any transaction with a key derived from the payment
-/// id; (3) one transaction records the outcome, marks the session paid, feeds the ledger sink and stores
-/// the response. A retry of the key, or the resolver, continues from the committed point.
+/// id; (3) one transaction records the outcome, marks the session paid, writes the event with its
+/// subscribers (the finance ledger) and stores the response. A retry of the key, or the resolver,
+/// continues from the committed point.
 public final class PaymentsService: Sendable {
     let pool: PostgresPool
     let merchants: MerchantStore
     let verifier: any PaymentTokenVerifying
     let processor: any PaymentProcessor
-    let sink: any PaymentOutcomeSink
+    let subscribers: [any PaymentEventSubscriber]
     let settings: PaymentsSettings
     let logger: Logger
     let crash: CrashHook
     let metrics: MetricsRegistry
-    let resolver = Mutex<ResolverLoop?>(nil)
+    let clock: @Sendable () -> Date
+    let resolver = Mutex<(service: ThreadService?, running: Bool)>((nil, false))
     /// Payments and refunds waiting for an operator, as counted by the last resolver pass.
     let needsOperatorCounts = Mutex<(payments: Int64, refunds: Int64)>((0, 0))
 
-    /// Wires the service.
+    /// Wires the service. `subscribers` receive every outcome inside its transaction; `clock` is "now".
     public init(pool: PostgresPool, verifier: any PaymentTokenVerifying, processor: any PaymentProcessor,
-                sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(), settings: PaymentsSettings = PaymentsSettings(),
-                logger: Logger, crash: CrashHook = .disarmed, metrics: MetricsRegistry = MetricsRegistry()) {
+                subscribers: [any PaymentEventSubscriber] = [], settings: PaymentsSettings = PaymentsSettings(),
+                logger: Logger, crash: CrashHook = .disarmed, metrics: MetricsRegistry = MetricsRegistry(),
+                clock: @escaping @Sendable () -> Date = PaymentsService.systemClock) {
         self.pool = pool
         self.merchants = MerchantStore(pool: pool)
         self.verifier = verifier
         self.processor = processor
-        self.sink = sink
+        self.subscribers = subscribers
         self.settings = settings
         self.logger = logger
         self.crash = crash
         self.metrics = metrics
+        self.clock = clock
         metrics.describe("tender_payments_outcome_record_failures_total",
                          help: "Processor outcomes that could not be recorded, by kind (payment, refund).")
         metrics.describe("tender_payments_needs_operator_total", help: "Payments and refunds marked for an operator, by kind.")
@@ -90,18 +97,15 @@ public final class PaymentsService: Sendable {
         }
     }
 
+    /// The wall clock.
+    public static let systemClock: @Sendable () -> Date = { Date() }
+
     // MARK: - Create a payment
 
     /// Payment result JSON (openapi.yaml).
     struct PaymentResult: Encodable {
         let payment: PaymentView
         let authorizationResult: AuthorizationResult
-    }
-
-    /// Apple Pay JS `ApplePayPaymentAuthorizationResult` (status 0 success, 1 failure).
-    struct AuthorizationResult: Encodable {
-        let status: Int
-        let errors: [String]
     }
 
     /// What phase 1 left for the rest of the request.
@@ -120,18 +124,20 @@ public final class PaymentsService: Sendable {
         let key = try Idempotency.requiredKey(request)
         let sessionId = request.pathParameters["id"] ?? ""
         let session = try authorizeSession(request, sessionId: sessionId)
-        let tokenJSON = try Self.tokenJSON(fromBody: request.body)
-        let shippingContact = try Self.shippingContact(fromBody: request.body)
+        let command = try PaymentCommand.decode(request.body)
         let fingerprint = Idempotency.fingerprint(request)
-
+        // Verification (ECDSA, chain, ECDH, a key-store read on a cache miss) holds no connection.
+        let verified = Result { () throws(TokenError) in
+            try verifier.verifyAndDecrypt(tokenJSON: command.tokenJSON, merchantId: session.merchantId, now: clock())
+        }
         let claim: Claim = try pool.transaction { conn in
             switch try KeyClaim.claim(conn: conn, merchantId: session.merchantId, key: key, fingerprint: fingerprint,
                                       lockMilliseconds: settings.keyLockMilliseconds) {
             case .replay(let response): return .respond(response)
             case .resume(_, let resourceId?): return .resume(paymentId: resourceId)
             case .fresh, .resume(_, nil):
-                return try accept(conn: conn, sessionId: sessionId, key: key, tokenJSON: tokenJSON,
-                                  shippingContact: shippingContact, requestID: request.requestID)
+                return try accept(conn: conn, sessionId: sessionId, key: key, command: command, verified: verified,
+                                  requestID: request.requestID)
             }
         }
         switch claim {
@@ -139,184 +145,104 @@ public final class PaymentsService: Sendable {
             return response
         case .proceed(let payment, let decrypted):
             crash.reach(.afterAccepted)
-            return try complete(payment, decrypted: decrypted, requestID: request.requestID)
+            return try complete(payment, decrypted: decrypted)
         case .resume(let paymentId):
-            return try resume(paymentId: paymentId, requestID: request.requestID)
+            return try resume(paymentId: paymentId)
         }
     }
 
     /// The session row and the caller's right to pay it: the merchant's API key, or the session's client secret.
+    /// An unknown session is 404 for every caller here (openapi.yaml).
     func authorizeSession(_ request: HTTPRequest, sessionId: String) throws -> SessionAccess {
-        guard let bearer = TenderApp.bearerToken(request) else { throw Problems.unauthorized }
-        guard PaymentIdentifier.isValid(sessionId, prefix: "cs_"),
-              let row = try pool.query("SELECT merchant_id, client_secret_sha256 FROM checkout_sessions WHERE session_id = $1",
-                                       [sessionId]).first else {
+        let caller = try SessionAuthorizer(merchants: merchants).caller(request)
+        guard let session = try CheckoutSessionGate.load(id: sessionId, pool: pool) else {
             throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
         }
-        let access = SessionAccess(sessionId: sessionId, merchantId: try row.decode("merchant_id"))
-        if APIKeyFormat.parse(bearer) != nil {
-            guard let merchant = try merchants.authenticate(bearer: bearer) else { throw Problems.unauthorized }
-            // Another merchant's key learns nothing about this session.
-            guard merchant.merchantId == access.merchantId else {
-                throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
-            }
-            return access
-        }
-        let stored: [UInt8] = try row.decode("client_secret_sha256")
-        guard constantTimeEqual(stored, Digest.sha256(bearer)) else { throw Problems.unauthorized }
-        return access
+        try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
+        return SessionAccess(sessionId: sessionId, merchantId: session.merchantId)
     }
 
-    /// Request shape: `{"token": {…}, "shippingContact": {…}, "billingContact": {…}}`; Tender's own
-    /// object refuses unknown members, Apple's token is taken as sent (openapi.yaml).
-    static func tokenJSON(fromBody body: [UInt8]) throws(HTTPProblem) -> [UInt8] {
-        // The JSON edge first: duplicate members, NUL and depth are refused before any parser sees the body.
-        try JSONCoding.checkBody(body)
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
-            throw PaymentProblems.malformedJSON
-        }
-        for field in object.keys.sorted() where !["token", "shippingContact", "billingContact"].contains(field) {
-            throw HTTPProblem(status: 400, code: "unknown_field", title: "Unknown field",
-                              detail: "The request contains a field this endpoint does not accept.",
-                              errors: [.init(field: field, code: "unknown_field", message: "This field is not accepted.")])
-        }
-        guard let token = object["token"] as? [String: Any] else {
-            throw HTTPProblem(status: 400, code: "malformed_json", title: "Malformed JSON", detail: "token is required.",
-                              errors: [.init(field: "token", code: "required", message: "An Apple Pay token object is required.")])
-        }
-        for field in ["shippingContact", "billingContact"] where object[field] != nil && !(object[field] is [String: Any]) {
-            throw HTTPProblem(status: 400, code: "malformed_json", title: "Malformed JSON", detail: "\(field) must be an object.",
-                              errors: [.init(field: field, code: "invalid_type", message: "This field must be an object.")])
-        }
-        guard let bytes = try? JSONSerialization.data(withJSONObject: token, options: [.sortedKeys]) else {
-            throw PaymentProblems.malformedJSON
-        }
-        return Array(bytes)
-    }
+    /// The session as phase 1 reads it, locked; the latest version says whether EMV was offered.
+    static let sessionForPaymentSQL: SQL = """
+        SELECT merchant_id, status, currency_code, total_minor, application_data_sha256,
+               (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, (extract(epoch FROM now()) * 1000)::bigint AS now_ms,
+               COALESCE((SELECT v.checkout #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
+                         FROM checkout_session_versions v WHERE v.session_id = checkout_sessions.session_id
+                         ORDER BY v.version DESC LIMIT 1), false) AS supports_emv
+        FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
+        """
 
-    /// The body's `shippingContact` (Apple's object, new fields tolerated), or nil when absent.
-    static func shippingContact(fromBody body: [UInt8]) throws(HTTPProblem) -> ApplePayPaymentContact? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let contact = object["shippingContact"] as? [String: Any],
-              let bytes = try? JSONSerialization.data(withJSONObject: contact) else { return nil }
-        guard let decoded = try? JSONCoding.decoder.decode(ApplePayPaymentContact.self, from: bytes) else {
-            throw HTTPProblem(status: 400, code: "malformed_json", title: "Malformed JSON",
-                              detail: "shippingContact is not an ApplePayPaymentContact.",
-                              errors: [.init(field: "shippingContact", code: "invalid_value", message: "Not a payment contact.")])
+    /// Phase 1 for a fresh key: the session under its lock, the rules (`PaymentAcceptance`) over it and
+    /// the verified token, then the payment row claiming the transactionId. A refusal is recorded as a
+    /// `failed` payment (with its event) and the key finished with its problem, all in this transaction.
+    func accept(conn: PostgresConnection, sessionId: String, key: String, command: PaymentCommand,
+                verified: Result<DecryptedPaymentToken, TokenError>, requestID: String) throws -> Claim {
+        guard let s = try conn.query(Self.sessionForPaymentSQL, [sessionId]).first else {
+            throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
         }
-        return decoded
+        let merchantId: String = try s.decode("merchant_id")
+        let currencyCode: String = try s.decode("currency_code")
+        let totalMinor: Int64 = try s.decode("total_minor")
+        guard let status = CheckoutSessionStatus(rawValue: try s.decode("status")) else {
+            throw PostgresError(code: .decodeFailed, message: "unknown session status", column: "status")
+        }
+        let snapshot = PaymentSessionSnapshot(
+            session: CheckoutSessionState(status: status, expiresAtMilliseconds: try s.decode("expires_ms")),
+            totalMinor: totalMinor, currencyNumericCode: try Currency(code: currencyCode).numericCodeString,
+            applicationDataSHA256Hex: try s.decode("application_data_sha256"), supportsEMV: try s.decode("supports_emv"))
+        let token: TokenVerification = switch verified {
+        case .success(let decrypted): .verified(VerifiedTokenFacts(decrypted))
+        case .failure(let error): .rejected(tokenErrorCode: error.code.rawValue)
+        }
+        let refusal = Refusal(conn: conn, service: self, merchantId: merchantId, sessionId: sessionId, key: key,
+                              amountMinor: totalMinor, currencyCode: currencyCode, requestID: requestID)
+        var appleErrors: [ApplePayError] = []
+        if let refused = try PaymentAcceptance.firstRefusal(session: snapshot, nowMilliseconds: try s.decode("now_ms"), token: token,
+                                                            contact: {
+            guard let contact = command.shippingContact else { return .notGiven }
+            appleErrors = try shippingContactErrors(conn: conn, sessionId: sessionId, contact: contact, totalMinor: totalMinor)
+            return appleErrors.isEmpty ? .serviceable : .notServiceable
+        }) {
+            return try refusal.record(refused, appleErrors: appleErrors)
+        }
+        guard case .success(let decrypted) = verified, case .verified(let facts) = token,
+              case .success(let network) = facts.network else { throw PaymentProblems.internalError }
+        let expiry = try? CardMask.expiration(yymmdd: decrypted.paymentData.applicationExpirationDate)
+        let paymentId = Self.newId(prefix: "pay_")
+        let transactionId = decrypted.token.transactionIdHex.lowercased()
+        // Apple step 5: the transactionId claim is a unique constraint, decided atomically with the insert.
+        // One statement inserts the payment, points the key at it and returns the row (no re-read).
+        guard let payment = try conn.query(Self.acceptSQL, [
+            paymentId, merchantId, sessionId, totalMinor, currencyCode, network, decrypted.paymentData.panLastFour,
+            expiry?.month, expiry?.year, transactionId, ProcessorKey.authorization(paymentId: paymentId), key,
+            command.tokenJSON, settings.keyLockMilliseconds,
+        ]).first.map(PaymentRecord.init(row:)) else {
+            let seen = try conn.query("SELECT 1 AS seen FROM payments WHERE apple_transaction_id = $1", [transactionId]).first != nil
+            return try refusal.record(PaymentAcceptance.refusalAfterConflict(transactionIdSeen: seen))
+        }
+        return .proceed(payment, decrypted)
     }
 
     /// Rule 53: the full shipping contact Apple hands over at authorization is re-validated against the
     /// session's latest version; it must be serviceable and must not change the total the token carries.
-    func shippingContactProblem(conn: PostgresConnection, sessionId: String, contact: ApplePayPaymentContact,
-                                totalMinor: Int64) throws -> [ApplePayError]? {
+    /// Returns the sheet's errors (empty when it is fine).
+    func shippingContactErrors(conn: PostgresConnection, sessionId: String, contact: ApplePayPaymentContact,
+                               totalMinor: Int64) throws -> [ApplePayError] {
         guard let row = try conn.query("""
             SELECT checkout::text AS checkout FROM checkout_session_versions
             WHERE session_id = $1 ORDER BY version DESC LIMIT 1
-            """, [sessionId]).first else { return nil }
+            """, [sessionId]).first else { return [] }
         let text: String = try row.decode("checkout")
         let checkout = try JSONCoding.decoder.decode(PricedCheckout.self, from: Data(text.utf8))
-        let recalculated = try checkout.updatingShippingContact(contact, now: Timestamp(unixSeconds: Int64(Date().timeIntervalSince1970)))
+        let now = Timestamp(unixSeconds: Int64(clock().timeIntervalSince1970))
+        let recalculated = try checkout.updatingShippingContact(contact, now: now)
         let errors = recalculated.update.errors ?? []
         if !errors.isEmpty { return errors }
         if recalculated.checkout.totalMinor != totalMinor {
             return [ApplePayError(code: .shippingContactInvalid, contactField: .postalAddress,
                                   message: "The total changed for this address; please review the order.")]
         }
-        return nil
-    }
-
-    /// Phase 1 for a fresh key: session checks, token verification and binding (Apple steps 1–6), then
-    /// the payment row claiming the transactionId. A refusal is recorded as a `failed` payment and the
-    /// key finished with its problem, all in this transaction.
-    func accept(conn: PostgresConnection, sessionId: String, key: String, tokenJSON: [UInt8],
-                shippingContact: ApplePayPaymentContact? = nil, requestID: String) throws -> Claim {
-        guard let s = try conn.query("""
-            SELECT merchant_id, status, currency_code, total_minor, application_data_sha256, expires_at <= now() AS expired,
-                   COALESCE((SELECT v.checkout #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
-                             FROM checkout_session_versions v WHERE v.session_id = checkout_sessions.session_id
-                             ORDER BY v.version DESC LIMIT 1), false) AS supports_emv
-            FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
-            """, [sessionId]).first else {
-            throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
-        }
-        let merchantId: String = try s.decode("merchant_id")
-        let currencyCode: String = try s.decode("currency_code")
-        let totalMinor: Int64 = try s.decode("total_minor")
-        let status: String = try s.decode("status")
-        let refusal = Refusal(conn: conn, service: self, merchantId: merchantId, sessionId: sessionId, key: key,
-                              amountMinor: totalMinor, currencyCode: currencyCode, requestID: requestID)
-        // Rule 31/58: only an open, unexpired session can be paid.
-        if status == "paid" {
-            return try refusal.record(.sessionNotPayable, status: 409, code: "session_already_paid", "The checkout session is already paid.")
-        }
-        if status != "open" {
-            return try refusal.record(.sessionNotPayable, status: 409, code: "session_not_open", "The checkout session is not open.")
-        }
-        if try s.decode("expired", as: Bool.self) {
-            return try refusal.record(.sessionNotPayable, status: 410, code: "session_expired", "The checkout session has expired.")
-        }
-        let decrypted: DecryptedPaymentToken
-        do {
-            decrypted = try verifier.verifyAndDecrypt(tokenJSON: tokenJSON, merchantId: merchantId, now: Date())
-        } catch {
-            return try refusal.record(.tokenRejected, status: 422, code: "token_rejected",
-                                      "The payment token could not be verified.", tokenError: error.code.rawValue)
-        }
-        // Apple step 6: the token must be for this session (applicationData), currency and amount.
-        let expectedHash: String = try s.decode("application_data_sha256")
-        guard decrypted.token.applicationDataHex?.lowercased() == expectedHash else {
-            return try refusal.record(.applicationDataMismatch, status: 422, code: "application_data_mismatch",
-                                      "The payment token was not issued for this checkout session.")
-        }
-        let currency = try Currency(code: currencyCode)
-        guard decrypted.paymentData.currencyCodeNumeric == currency.numericCodeString else {
-            return try refusal.record(.currencyMismatch, status: 422, code: "currency_mismatch",
-                                      "The payment token's currency differs from the checkout session's.")
-        }
-        guard decrypted.paymentData.transactionAmountMinor == totalMinor else {
-            return try refusal.record(.amountMismatch, status: 422, code: "amount_mismatch",
-                                      "The payment token's amount differs from the checkout session's total.")
-        }
-        if let shippingContact,
-           let errors = try shippingContactProblem(conn: conn, sessionId: sessionId, contact: shippingContact, totalMinor: totalMinor) {
-            return try refusal.record(.shippingContactInvalid, status: 422, code: "shipping_contact_invalid",
-                                      "The shipping contact cannot be served at this total.", appleErrors: errors)
-        }
-        // Rule 55: EMV payment data only when the request asked for it (merchantCapabilities supportsEMV).
-        if decrypted.paymentData.paymentDataType.rawValue == "EMV", try !s.decode("supports_emv", as: Bool.self) {
-            return try refusal.record(.emvNotRequested, status: 422, code: "emv_not_requested",
-                                      "The payment token carries EMV data, which this checkout session did not request.")
-        }
-        let expiry = try? CardMask.expiration(yymmdd: decrypted.paymentData.applicationExpirationDate)
-        // The network comes from the signed DPAN's BIN; the unsigned paymentMethod may only agree with it.
-        let network: String
-        switch PaymentNetwork.resolve(claimed: decrypted.token.paymentMethod?.network,
-                                      dpan: decrypted.paymentData.unsafeRevealSensitive().applicationPrimaryAccountNumber) {
-        case .success(let derived):
-            network = derived
-        case .failure(let failure):
-            return try refusal.record(failure, status: 422, code: failure.rawValue,
-                                      "The payment method's network differs from the card's.")
-        }
-        let paymentId = Self.newId(prefix: "pay_")
-        // Apple step 5: the transactionId claim is a unique constraint, decided atomically with the insert.
-        // One statement inserts the payment, points the key at it and returns the row (no re-read).
-        guard let payment = try conn.query(Self.acceptSQL, [
-            paymentId, merchantId, sessionId, totalMinor, currencyCode, network, decrypted.paymentData.panLastFour,
-            expiry?.month, expiry?.year, decrypted.token.transactionIdHex.lowercased(),
-            ProcessorKey.authorization(paymentId: paymentId), key, tokenJSON, settings.keyLockMilliseconds,
-        ]).first.map(PaymentRecord.init(row:)) else {
-            if try conn.query("SELECT 1 AS seen FROM payments WHERE apple_transaction_id = $1",
-                              [decrypted.token.transactionIdHex.lowercased()]).first != nil {
-                return try refusal.record(.tokenReplayed, status: 409, code: "token_replayed",
-                                          "This payment token was already used.")
-            }
-            return try refusal.record(.sessionPaymentInProgress, status: 409, code: "session_payment_in_progress",
-                                      "Another payment of this checkout session is in progress or succeeded.")
-        }
-        return .proceed(payment, decrypted)
+        return []
     }
 
     /// Phase 1's insert: the payment (`accepted`), the key's move to `accepted` with its resource id, and
@@ -368,7 +294,7 @@ public final class PaymentsService: Sendable {
         """
 
     /// Phases 2 and 3: the processor call, then the outcome.
-    func complete(_ payment: PaymentRecord, decrypted: DecryptedPaymentToken, requestID: String) throws -> HTTPResponse {
+    func complete(_ payment: PaymentRecord, decrypted: DecryptedPaymentToken) throws -> HTTPResponse {
         let outcome = authorize(payment, decrypted: decrypted)
         crash.reach(.afterProcessorCall)
         let response = try recordingOrHolding(.payment(payment.paymentId), outcome: outcome, merchantId: payment.merchantId,
@@ -392,25 +318,26 @@ public final class PaymentsService: Sendable {
         return processor.authorize(request)
     }
 
-    /// A retry of a key whose payment was accepted or left pending: finish from the stored state.
-    func resume(paymentId: String, requestID: String) throws -> HTTPResponse {
+    /// A retry of a key whose payment was accepted or left pending: the next step from the stored state.
+    func resume(paymentId: String) throws -> HTTPResponse {
         guard let payment = try pool.withConnection({ try PaymentRecord.load(paymentId, on: $0) }) else {
             throw PaymentProblems.internalError
         }
-        guard payment.status == .pending else {
+        switch OutcomePhases.resume(status: payment.status, needsOperator: payment.needsOperatorAt != nil) {
+        case .respondFinal:
             return try recordOutcome(paymentId: paymentId, outcome: nil)
-        }
-        // Waiting for an operator: a retry of the key shows the state and calls nobody.
-        guard payment.needsOperatorAt == nil else {
-            try releaseKey(merchantId: payment.merchantId, idempotencyKey: payment.idempotencyKey)
+        case .awaitOperator:
+            // Waiting for an operator: a retry of the key shows the state and calls nobody.
+            try pool.withConnection { try KeyClaim.unlock(conn: $0, merchantId: payment.merchantId, key: payment.idempotencyKey) }
             return Self.paymentResponse(payment)
+        case .callProcessor:
+            return try complete(payment, decrypted: try redecrypt(payment))
         }
-        let decrypted = try redecrypt(payment)
-        return try complete(payment, decrypted: decrypted, requestID: requestID)
     }
 
     /// The stored (still encrypted) token decrypted again, checked for freshness at the time it was
-    /// accepted, so a resumed attempt sends exactly what the first one would have.
+    /// accepted, so a resumed attempt sends exactly what the first one would have. Runs with no
+    /// connection held (the token's bytes are read first).
     func redecrypt(_ payment: PaymentRecord) throws -> DecryptedPaymentToken {
         guard let token = try pool.query("SELECT encrypted_token FROM payments WHERE payment_id = $1", [payment.paymentId])
             .first?.decodeIfPresent("encrypted_token", as: [UInt8].self) else {
@@ -425,10 +352,15 @@ public final class PaymentsService: Sendable {
     }
 
     /// Phase 3: commits `outcome` (nil: the payment is already final) and returns the client's response.
-    /// Succeeded marks the session paid and feeds the ledger sink in the same transaction. An unknown
-    /// outcome leaves the payment pending and the key resumable (released, not finished).
-    func recordOutcome(paymentId: String, outcome: ProcessorOutcome?) throws -> HTTPResponse {
-        try pool.transaction { conn in
+    /// An answer (`OutcomePhases.transition`) makes the payment final, marks the session paid on success,
+    /// writes the event with its subscribers, in the same transaction; an unknown outcome leaves the
+    /// payment pending and the key resumable (released, not finished).
+    func recordOutcome(paymentId: String, outcome answer: ProcessorOutcome?) throws -> HTTPResponse {
+        // An authorization has no later channel that would settle an accepted one: it stays pending and is
+        // re-sent with its key like an unknown one (no connector answers an authorization that way today).
+        var outcome = answer
+        if case .accepted? = answer { outcome = .unknown(reason: "processor_accepted") }
+        return try pool.transaction { conn in
             try Self.lockSession(ofPayment: paymentId, on: conn)
             // A known answer is written with one conditional update that returns the row; only when it finds
             // the payment no longer pending (or the answer is unknown) is the row read and locked instead.
@@ -436,46 +368,59 @@ public final class PaymentsService: Sendable {
             switch outcome {
             case .approved(let reference, _)?:
                 recorded = try conn.query(Self.approvedSQL, [paymentId, reference]).first.map(PaymentRecord.init(row:))
-                if let payment = recorded {
-                    try sink.record(.paymentSucceeded(paymentId: paymentId, sessionId: payment.sessionId,
-                                                      amountMinor: payment.amountMinor, currencyCode: payment.currencyCode,
-                                                      processorReference: reference),
-                                    merchantId: payment.merchantId, on: conn, now: Date())
-                }
             case .declined(let code, let reference)?:
                 recorded = try conn.query(Self.declinedSQL, [paymentId, code, reference]).first.map(PaymentRecord.init(row:))
-            case .unknown?, nil:
+            case .unknown?, .accepted?, nil:
                 break
             }
-            if recorded == nil {
+            if let payment = recorded {
+                try publishOutcome(of: payment, on: conn)
+            } else {
                 guard let payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true) else {
                     throw PaymentProblems.internalError
                 }
-                if payment.status == .pending, case .unknown(let reason)? = outcome {
+                if let outcome, case .retryLater(let reason)? = OutcomePhases.transition(from: payment.status, on: outcome) {
                     logger.warning("processor outcome unknown", [("payment_id", paymentId), ("reason", reason)])
-                    _ = try conn.execute("""
-                        UPDATE payments SET recovery_point = 'processor_called', resolve_attempts = resolve_attempts + 1,
-                               next_resolve_at = now() + least($2::bigint, $3::bigint * (2 ^ least(resolve_attempts, 16))::bigint)
-                                                 * interval '1 millisecond',
-                               updated_at = now()
-                        WHERE payment_id = $1
-                        """, [paymentId, settings.resolverBackoffMaxMilliseconds, settings.resolverIntervalMilliseconds])
-                    if let key = payment.idempotencyKey {
-                        _ = try conn.execute("""
-                            UPDATE idempotency_keys SET recovery_point = 'processor_called', locked_until = NULL
-                            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
-                            """, [payment.merchantId, key])
-                    }
+                    try recordUnknown(.payment(paymentId), merchantId: payment.merchantId, idempotencyKey: payment.idempotencyKey,
+                                      on: conn)
                     return Self.paymentResponse(payment)
                 }
                 recorded = payment
             }
             guard let payment = recorded else { throw PaymentProblems.internalError }
             let response = Self.paymentResponse(payment)
-            if let key = payment.idempotencyKey, payment.status != .pending {
+            if let key = payment.idempotencyKey, payment.status.isFinal {
                 try KeyClaim.finish(conn: conn, merchantId: payment.merchantId, key: key, response: response)
             }
             return response
+        }
+    }
+
+    /// The event of a payment that just became final, to the outbox and the subscribers.
+    func publishOutcome(of payment: PaymentRecord, on conn: PostgresConnection) throws {
+        let facts = PaymentOutcomeFacts(paymentId: payment.paymentId, sessionId: payment.sessionId, amountMinor: payment.amountMinor,
+                                        currencyCode: payment.currencyCode, processorReference: payment.processorReference)
+        guard let event = PaymentEvent.payment(payment.status, facts) else { return }
+        // A payment result is written once, when the outcome is known: nothing is refunded yet.
+        try publish(event, object: PaymentView(payment, amountRefundedMinor: 0), merchantId: payment.merchantId, on: conn)
+    }
+
+    /// Writes `event` to the outbox with `object` (the resource exactly as its GET returns it) and hands
+    /// it to every subscriber, inside the caller's transaction.
+    func publish<Object: Encodable>(_ event: PaymentEvent, object: Object, merchantId: String, on conn: PostgresConnection) throws {
+        try Self.publish(event, object: object, merchantId: merchantId, subscribers: subscribers, now: clock(), on: conn)
+    }
+
+    /// `publish` for callers without a service (operator commands): the same outbox row and subscribers.
+    static func publish<Object: Encodable>(_ event: PaymentEvent, object: Object, merchantId: String,
+                                           subscribers: [any PaymentEventSubscriber], now: Date,
+                                           on conn: PostgresConnection) throws {
+        guard let type = EventType(rawValue: event.typeName) else {
+            preconditionFailure("payment event \(event.typeName) has no EventType")
+        }
+        try EventOutbox.append(type, objectId: event.objectId, object: object, merchantId: merchantId, on: conn, now: now)
+        for subscriber in subscribers {
+            try subscriber.record(event, merchantId: merchantId, on: conn, now: now)
         }
     }
 
@@ -491,17 +436,15 @@ public final class PaymentsService: Sendable {
 
     /// The payment result: 200 when the processor answered, 202 while the answer is unknown.
     static func paymentResponse(_ payment: PaymentRecord) -> HTTPResponse {
-        let succeeded = payment.status == .succeeded
         // A payment result is written once, when the outcome is known: nothing is refunded yet.
-        return .json(PaymentResult(payment: PaymentView(payment, amountRefundedMinor: 0),
-                                   authorizationResult: AuthorizationResult(status: succeeded ? 0 : 1, errors: [])),
-                     status: payment.status == .pending ? 202 : 200)
+        .json(PaymentResult(payment: PaymentView(payment, amountRefundedMinor: 0),
+                            authorizationResult: AuthorizationResult(status: payment.status == .succeeded ? 0 : 1, errors: [])),
+              status: payment.status.isFinal ? 200 : 202)
     }
 
+    /// A fresh id of `prefix` (`PrefixedIdentifier`) from the CSPRNG.
     static func newId(prefix: String) -> String {
-        while true {
-            if let id = PaymentIdentifier.make(prefix: prefix, randomBytes: SecureRandom.bytes(64)) { return id }
-        }
+        PrefixedIdentifier(prefix: prefix).mint(randomBytes: SecureRandom.bytes)
     }
 
     // MARK: - Reading
@@ -554,11 +497,7 @@ public final class PaymentsService: Sendable {
             }
             return try conn.query(RefundRecord.listSQL, [id, after, limit + 1]).rows.map(RefundRecord.init(row:))
         }
-        struct Page: Encodable {
-            let data: [RefundView]
-            let hasMore: Bool
-        }
-        return .json(Page(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
+        return .json(ListPage(data: rows.prefix(limit).map(RefundView.init), hasMore: rows.count > limit))
     }
 
     /// `limit` of a list request: `listLimitDefault` when absent, 400 `invalid_query` outside 1...`listLimitMax`.
@@ -595,11 +534,7 @@ public final class PaymentsService: Sendable {
                 .rows.map(PaymentRecord.init(row:))
             return (rows, try Self.refundedMinor(paymentIds: rows.prefix(limit).map(\.paymentId), on: conn))
         }
-        struct Page: Encodable {
-            let data: [PaymentView]
-            let hasMore: Bool
-        }
-        return .json(Page(data: rows.prefix(limit).map { PaymentView($0, amountRefundedMinor: refunded[$0.paymentId] ?? 0) },
+        return .json(ListPage(data: rows.prefix(limit).map { PaymentView($0, amountRefundedMinor: refunded[$0.paymentId] ?? 0) },
                           hasMore: rows.count > limit))
     }
 
@@ -622,23 +557,42 @@ public final class PaymentsService: Sendable {
         router.add("GET", "/v1/payments/{id}/refunds", guarded { [self] in try listRefunds($0) })
     }
 
-    /// Starts the one resolver thread (idempotent).
-    public func startResolver() {
-        resolver.withLock { loop in
-            guard loop == nil else { return }
-            let started = ResolverLoop(intervalMilliseconds: settings.resolverIntervalMilliseconds)
-            started.start { [self] in _ = resolvePass() }
-            loop = started
+    /// The resolver as a `Service` (`resolver`): one thread running `resolvePass` every
+    /// `resolverIntervalMilliseconds` until stopped; `stop` waits for the pass in progress. `serve` adds
+    /// it to its `ServiceGroup`; the same object every call.
+    public var resolverService: ThreadService {
+        resolver.withLock { state in
+            if let service = state.service { return service }
+            let interval = settings.resolverIntervalMilliseconds
+            let service = ThreadService(name: "resolver") { [weak self] service in
+                while !service.isStopping {
+                    guard let self else { return }
+                    _ = self.resolvePass()
+                    guard service.pause(milliseconds: interval) else { return }
+                }
+            }
+            state.service = service
+            return service
         }
     }
 
-    /// Stops the resolver thread and waits for its current pass.
-    public func stopResolver() {
-        let loop = resolver.withLock { loop -> ResolverLoop? in
-            defer { loop = nil }
-            return loop
+    /// Starts the resolver service (idempotent; for callers without a `ServiceGroup`).
+    public func startResolver() {
+        let service = resolverService
+        let start = resolver.withLock { state -> Bool in
+            defer { state.running = true }
+            return !state.running
         }
-        loop?.stop()
+        if start { try? service.start() }
+    }
+
+    /// Stops the resolver service started by `startResolver` and waits (up to 30 s) for its current pass.
+    public func stopResolver() {
+        let running = resolver.withLock { state -> ThreadService? in
+            defer { state = (nil, false) }
+            return state.running ? state.service : nil
+        }
+        _ = running?.stop(deadline: ContinuousClock.now.advanced(by: .seconds(30)))
     }
 
     /// One resolver pass: pending payments and refunds whose time has come, each re-sent with its own key.
@@ -647,24 +601,16 @@ public final class PaymentsService: Sendable {
     public func resolvePass() -> Int {
         var attempted = 0
         do {
-            let payments = try pool.query("""
-                SELECT payment_id FROM payments WHERE status = 'pending' AND next_resolve_at <= now()
-                ORDER BY next_resolve_at LIMIT $1
-                """, [settings.resolverBatchMax]).rows.map { try $0.decode("payment_id", as: String.self) }
-            for id in payments {
+            for subject in try dueSubjects() {
                 attempted += 1
-                do { try resolvePayment(id) } catch {
-                    logger.warning("resolver: payment not resolved", [("payment_id", id), ("error", String(describing: type(of: error)))])
-                }
-            }
-            let refunds = try pool.query("""
-                SELECT refund_id FROM refunds WHERE status = 'pending' AND next_resolve_at <= now()
-                ORDER BY next_resolve_at LIMIT $1
-                """, [settings.resolverBatchMax]).rows.map { try $0.decode("refund_id", as: String.self) }
-            for id in refunds {
-                attempted += 1
-                do { try resolveRefund(id) } catch {
-                    logger.warning("resolver: refund not resolved", [("refund_id", id), ("error", String(describing: type(of: error)))])
+                do {
+                    switch subject {
+                    case .payment(let id): try resolvePayment(id)
+                    case .refund(let id): try resolveRefund(id)
+                    }
+                } catch {
+                    logger.warning("resolver: \(subject.kind) not resolved",
+                                   [("\(subject.kind)_id", subject.id), ("error", String(describing: type(of: error)))])
                 }
             }
             try refreshNeedsOperatorCounts()
@@ -679,27 +625,22 @@ public final class PaymentsService: Sendable {
         let claimed: PaymentRecord? = try pool.transaction { conn in
             try Self.lockSession(ofPayment: paymentId, on: conn)
             guard let payment = try PaymentRecord.load(paymentId, on: conn, forUpdate: true, skipLocked: true),
-                  payment.status == .pending, payment.needsOperatorAt == nil else { return nil }
-            if let key = payment.idempotencyKey {
-                // The key's lock is the one owner token shared by requests and the resolver.
-                let taken = try conn.execute("""
-                    UPDATE idempotency_keys SET locked_until = now() + $3 * interval '1 millisecond'
-                    WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
-                      AND (locked_until IS NULL OR locked_until <= now())
-                    """, [payment.merchantId, key, settings.keyLockMilliseconds])
-                guard taken == 1 else { return nil }
-            }
-            _ = try conn.execute("""
-                UPDATE payments SET next_resolve_at = now() + $2 * interval '1 millisecond' WHERE payment_id = $1
-                """, [paymentId, settings.keyLockMilliseconds])
+                  OutcomePhases.resume(status: payment.status, needsOperator: payment.needsOperatorAt != nil) == .callProcessor,
+                  try claimForResolver(.payment(paymentId), merchantId: payment.merchantId,
+                                       idempotencyKey: payment.idempotencyKey, on: conn) else { return nil }
             return payment
         }
         guard let payment = claimed else { return }
-        let decrypted = try redecrypt(payment)
-        let outcome = authorize(payment, decrypted: decrypted)
+        let outcome = authorize(payment, decrypted: try redecrypt(payment))
         _ = try recordingOrHolding(.payment(paymentId), outcome: outcome, merchantId: payment.merchantId,
                                    idempotencyKey: payment.idempotencyKey)
     }
+}
+
+/// One page of a list (`{"data":[…],"hasMore":bool}`).
+struct ListPage<Item: Encodable>: Encodable {
+    let data: [Item]
+    let hasMore: Bool
 }
 
 /// The session a payment request is for, once the caller is allowed to pay it.
@@ -708,7 +649,19 @@ struct SessionAccess {
     let merchantId: String
 }
 
-/// Records a refused payment (`failed`, with its reason) and finishes the key with the problem.
+extension VerifiedTokenFacts {
+    /// The facts the rules need from a decrypted token (the DPAN is read for its scheme only).
+    init(_ decrypted: DecryptedPaymentToken) {
+        self.init(applicationDataHex: decrypted.token.applicationDataHex,
+                  currencyCodeNumeric: decrypted.paymentData.currencyCodeNumeric,
+                  transactionAmountMinor: decrypted.paymentData.transactionAmountMinor,
+                  isEMV: decrypted.paymentData.paymentDataType == .emv, claimedNetwork: decrypted.token.paymentMethod?.network,
+                  dpan: decrypted.paymentData.unsafeRevealSensitive().applicationPrimaryAccountNumber)
+    }
+}
+
+/// Records a refused payment (`failed`, with its reason and its `payment.failed` event) and finishes
+/// the key with the problem.
 struct Refusal {
     let conn: PostgresConnection
     let service: PaymentsService
@@ -719,35 +672,30 @@ struct Refusal {
     let currencyCode: String
     let requestID: String
 
-    func record(_ failure: PaymentFailure, status: Int, code: String, _ detail: String,
-                tokenError: String? = nil, appleErrors: [ApplePayError] = []) throws -> PaymentsService.Claim {
+    static let insertSQL: SQL = """
+        INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
+                              failure_code, token_error_code, processor_key, idempotency_key)
+        VALUES ($1, $2, $3, 'failed', 'outcome_recorded', $4, $5, $6, $7, $8, $9)
+        RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
+                  expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
+                  apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+        """
+
+    func record(_ refusal: PaymentRefusal, appleErrors: [ApplePayError] = []) throws -> PaymentsService.Claim {
         let paymentId = PaymentsService.newId(prefix: "pay_")
-        _ = try conn.execute("""
-            INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
-                                  failure_code, token_error_code, processor_key, idempotency_key)
-            VALUES ($1, $2, $3, 'failed', 'outcome_recorded', $4, $5, $6, $7, $8, $9)
-            """, [paymentId, merchantId, sessionId, amountMinor, currencyCode, failure.rawValue, tokenError,
-                  ProcessorKey.authorization(paymentId: paymentId), key])
-        service.logger.info("payment refused", [("payment_id", paymentId), ("code", code), ("token_error", tokenError ?? "")])
-        var extra: [String: JSONValue] = [
-            "authorizationResult": .object(["status": .number("1"), "errors": .array(appleErrors.map(Self.json))]),
-            "paymentId": .string(paymentId),
-        ]
-        if let tokenError { extra["tokenErrorCode"] = .string(tokenError) }
-        let problem = HTTPProblem(status: status, code: code, title: "Payment refused", detail: detail, extra: extra)
-        let response = HTTPResponse.problem(problem, requestID: requestID)
+        guard let payment = try conn.query(Self.insertSQL, [
+            paymentId, merchantId, sessionId, amountMinor, currencyCode, refusal.failure.rawValue, refusal.tokenErrorCode,
+            ProcessorKey.authorization(paymentId: paymentId), key,
+        ]).first.map(PaymentRecord.init(row:)) else { throw PaymentProblems.internalError }
+        service.logger.info("payment refused", [("payment_id", paymentId), ("code", refusal.code),
+                                                ("token_error", refusal.tokenErrorCode ?? "")])
+        try service.publishOutcome(of: payment, on: conn)
+        let response = try PaymentRefusalProblem.response(refusal, paymentId: paymentId, appleErrors: appleErrors,
+                                                          requestID: requestID)
         _ = try conn.execute("UPDATE idempotency_keys SET resource_id = $3 WHERE merchant_id = $1 AND idempotency_key = $2",
                              [merchantId, key, paymentId])
         try KeyClaim.finish(conn: conn, merchantId: merchantId, key: key, response: response)
         return .respond(response)
-    }
-
-    /// An `ApplePayError` as Apple Pay JS reads it in `ApplePayPaymentAuthorizationResult.errors`.
-    static func json(_ error: ApplePayError) -> JSONValue {
-        var object: [String: JSONValue] = ["code": .string(error.code.rawValue)]
-        if let field = error.contactField { object["contactField"] = .string(field.rawValue) }
-        if !error.message.isEmpty { object["message"] = .string(error.message) }
-        return .object(object)
     }
 }
 
@@ -767,32 +715,4 @@ enum PaymentProblems {
 
     static let internalError = HTTPProblem(status: 500, code: "internal_error", title: "Internal error",
                                            detail: "The request could not be completed.")
-}
-
-/// The resolver's thread: one pass, then a wait that `stop()` cuts short.
-final class ResolverLoop: Sendable {
-    let intervalMilliseconds: Int
-    let wake = DispatchSemaphore(value: 0)
-    let finished = DispatchSemaphore(value: 0)
-    let stopped = Atomic<Bool>(false)
-
-    init(intervalMilliseconds: Int) { self.intervalMilliseconds = intervalMilliseconds }
-
-    func start(_ pass: @escaping @Sendable () -> Void) {
-        let thread = Thread { [self] in
-            while !stopped.load(ordering: .acquiring) {
-                pass()
-                _ = wake.wait(timeout: .now() + .milliseconds(intervalMilliseconds))
-            }
-            finished.signal()
-        }
-        thread.name = "tender-payments-resolver"
-        thread.start()
-    }
-
-    func stop() {
-        stopped.store(true, ordering: .releasing)
-        wake.signal()
-        _ = finished.wait(timeout: .now() + .seconds(30))
-    }
 }

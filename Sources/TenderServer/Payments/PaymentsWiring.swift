@@ -9,11 +9,11 @@ import Postgres
 extension PaymentsService {
     /// The service `tender serve` runs: processor from `TENDER_PROCESSOR`, simulator latency from
     /// `TENDER_SIMULATOR_LATENCY_MS`, timings from `PaymentsSettings.load`, the crash hook from its
-    /// unsafe variable. `verifier` is the token service (merchant keys from the key store); when nil,
-    /// `TENDER_UNSAFE_SANDBOX_MERCHANT_KEYS_FOR_TESTING` (cert.pem:key.pem pairs, comma-separated, with
-    /// `TENDER_APPLE_ROOTS`) or else a verifier that refuses every token.
+    /// unsafe variable. `verifier` is the token service (merchant keys from the key store); `subscribers`
+    /// receive every outcome in its transaction (the finance ledger under `serve`). The resolver is
+    /// `resolverService`, for serve's `ServiceGroup`.
     public static func live(configuration: TenderConfiguration, pool: PostgresPool, logger: Logger,
-                            verifier: any PaymentTokenVerifying, sink: any PaymentOutcomeSink = NoopPaymentOutcomeSink(),
+                            verifier: any PaymentTokenVerifying, subscribers: [any PaymentEventSubscriber] = [],
                             environment: [String: String] = ProcessInfo.processInfo.environment,
                             metrics: MetricsRegistry = MetricsRegistry()) -> PaymentsService {
         var settings = PaymentsSettings()
@@ -26,23 +26,35 @@ extension PaymentsService {
         let processor: any PaymentProcessor
         switch configuration.processor {
         case .http:
-            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "", timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
-                                      authentication: configuration.processorAuthentication)
+            processor = HTTPProcessor(baseURL: configuration.processorURL ?? "",
+                                      timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
+                                      authentication: configuration.processorAuthentication,
+                                      allowPlainHTTPForTesting: configuration.processorPlainHTTPForTesting)
             if !configuration.processorAuthentication.authenticates {
-                logger.warning("TENDER_PROCESSOR=http without TENDER_PROCESSOR_TOKEN_FILE or a client certificate: the processor cannot tell Tender's calls from anyone else's")
+                logger.warning("TENDER_PROCESSOR=http without TENDER_PROCESSOR_TOKEN_FILE or a client certificate: "
+                               + "the processor cannot tell Tender's calls from anyone else's")
             }
+        case .adyen:
+            guard let adyen = configuration.adyen else { preconditionFailure("TENDER_PROCESSOR=adyen loads AdyenSettings") }
+            processor = AdyenProcessor(settings: adyen, timeoutMilliseconds: configuration.processorTimeoutMilliseconds,
+                                       authentication: configuration.processorAuthentication)
+            logger.info("processor: Adyen Checkout API", [("url", adyen.baseURL), ("merchant_account", adyen.merchantAccount)])
         case .simulator:
             var rules = SimulatorRules()
             rules.latencyMilliseconds = (try? TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS",
                                                                           default: 0, range: 0...60_000)) ?? 0
             processor = SimulatorProcessor(pool: pool, rules: rules)
         }
+        if configuration.processorPlainHTTPForTesting {
+            logger.warning("\(TenderConfiguration.plainHTTPProcessorVariable)=true: a plain-http processor URL is allowed; "
+                           + "card data may cross the network in clear (tests only)")
+        }
         let crash = CrashHook(environment: environment)
         if let point = crash.point {
             logger.warning("\(CrashHook.variable) is set: the process kills itself", [("point", point.rawValue)])
         }
         return PaymentsService(pool: pool, verifier: verifier,
-                               processor: processor, sink: sink, settings: settings, logger: logger, crash: crash,
+                               processor: processor, subscribers: subscribers, settings: settings, logger: logger, crash: crash,
                                metrics: metrics)
     }
 }

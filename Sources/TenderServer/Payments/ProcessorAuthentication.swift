@@ -62,7 +62,7 @@ public struct ProcessorAuthentication: Sendable, CustomStringConvertible {
     }
 
     /// A secret file: refused when group- or world-accessible, like the master key.
-    private static func privateFile(_ path: String, variable: String) throws(ConfigurationError) -> [UInt8] {
+    static func privateFile(_ path: String, variable: String) throws(ConfigurationError) -> [UInt8] {
         var info = stat()
         guard stat(path, &info) == 0 else { throw ConfigurationError(variable: variable, reason: "file not readable: \(path)") }
         guard info.st_mode & 0o077 == 0 else {
@@ -71,7 +71,7 @@ public struct ProcessorAuthentication: Sendable, CustomStringConvertible {
         return try readFile(path, variable: variable)
     }
 
-    private static func readFile(_ path: String, variable: String) throws(ConfigurationError) -> [UInt8] {
+    static func readFile(_ path: String, variable: String) throws(ConfigurationError) -> [UInt8] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError(variable: variable, reason: "file not readable: \(path)")
         }

@@ -69,66 +69,87 @@ public struct HTTPProcessor: PaymentProcessor {
     /// Base URL (`TENDER_PROCESSOR_URL`).
     public let baseURL: String
     /// Per-call deadline (`TENDER_PROCESSOR_TIMEOUT_MS`).
-    public let timeoutMilliseconds: Int
-    /// Retries of transient failures within one call.
-    public let retryPolicy: RetryPolicy
+    public var timeoutMilliseconds: Int { transport.timeoutMilliseconds }
     /// Largest accepted response body.
-    public static let responseBytesMax = 65_536
+    public static let responseBytesMax = ProcessorTransport.responseBytesMax
     /// Bearer secret, client certificate and CA for the processor (docs/processor-protocol.md).
-    public let authentication: ProcessorAuthentication
-    let client = HTTPClient()
+    public var authentication: ProcessorAuthentication { transport.authentication }
+    let transport: ProcessorTransport
 
-    /// Creates a connector.
+    /// Creates a connector. `allowPlainHTTPForTesting` (from `TENDER_UNSAFE_PROCESSOR_PLAIN_HTTP_FOR_TESTING`)
+    /// lets an `http://` URL through; without it libcurl refuses anything but https.
     public init(baseURL: String, timeoutMilliseconds: Int, retryPolicy: RetryPolicy = RetryPolicy(),
-                authentication: ProcessorAuthentication = .none) {
+                authentication: ProcessorAuthentication = .none, allowPlainHTTPForTesting: Bool = false) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
-        self.timeoutMilliseconds = timeoutMilliseconds
-        self.retryPolicy = retryPolicy
-        self.authentication = authentication
+        transport = ProcessorTransport(timeoutMilliseconds: timeoutMilliseconds, retryPolicy: retryPolicy,
+                                       authentication: authentication, allowPlainHTTPForTesting: allowPlainHTTPForTesting)
+    }
+
+    /// The `POST /authorizations` body (docs/processor-protocol.md); `eci` is written as `null` when absent.
+    struct AuthorizationBody: Encodable {
+        let merchantId: String, paymentId: String, amountMinor: Int64, currencyCode: String, network: String
+        let dpan: String, expirationMonth: Int, expirationYear: Int, cryptogram: String, eci: String?
+        let paymentDataType: String, transactionId: String
+
+        enum CodingKeys: String, CodingKey {
+            case merchantId, paymentId, amountMinor, currencyCode, network, dpan, expirationMonth, expirationYear
+            case cryptogram, eci, paymentDataType, transactionId
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(merchantId, forKey: .merchantId)
+            try c.encode(paymentId, forKey: .paymentId)
+            try c.encode(amountMinor, forKey: .amountMinor)
+            try c.encode(currencyCode, forKey: .currencyCode)
+            try c.encode(network, forKey: .network)
+            try c.encode(dpan, forKey: .dpan)
+            try c.encode(expirationMonth, forKey: .expirationMonth)
+            try c.encode(expirationYear, forKey: .expirationYear)
+            try c.encode(cryptogram, forKey: .cryptogram)
+            if let eci { try c.encode(eci, forKey: .eci) } else { try c.encodeNil(forKey: .eci) }
+            try c.encode(paymentDataType, forKey: .paymentDataType)
+            try c.encode(transactionId, forKey: .transactionId)
+        }
+    }
+
+    /// The `POST /refunds` body.
+    struct RefundBody: Encodable {
+        let paymentId: String, processorReference: String, amountMinor: Int64, currencyCode: String
+    }
+
+    /// An answer of either call.
+    struct Answer: Decodable {
+        let status: String
+        let processorReference: String?
+        let authorizationCode: String?
+        let declineCode: String?
     }
 
     /// POST /authorizations.
     public func authorize(_ request: AuthorizationRequest) -> ProcessorOutcome {
-        var body: [String: Any] = [
-            "merchantId": request.merchantId, "paymentId": request.paymentId, "amountMinor": request.amountMinor,
-            "currencyCode": request.currencyCode, "network": request.network, "dpan": request.card.unsafeDPAN(),
-            "expirationMonth": request.expirationMonth, "expirationYear": request.expirationYear,
-            "cryptogram": request.card.unsafeCryptogram(), "paymentDataType": request.paymentDataType,
-            "transactionId": request.transactionId,
-        ]
-        body["eci"] = request.eci ?? NSNull()
-        return send(path: "/authorizations", key: request.processorKey, body: body)
+        send(path: "/authorizations", key: request.processorKey, body: ProcessorTransport.encode(AuthorizationBody(
+            merchantId: request.merchantId, paymentId: request.paymentId, amountMinor: request.amountMinor,
+            currencyCode: request.currencyCode, network: request.network, dpan: request.card.unsafeDPAN(),
+            expirationMonth: request.expirationMonth, expirationYear: request.expirationYear,
+            cryptogram: request.card.unsafeCryptogram(), eci: request.eci, paymentDataType: request.paymentDataType,
+            transactionId: request.transactionId)))
     }
 
     /// POST /refunds.
     public func refund(_ request: RefundRequest) -> ProcessorOutcome {
-        send(path: "/refunds", key: request.processorKey, body: [
-            "paymentId": request.paymentId, "processorReference": request.processorReference,
-            "amountMinor": request.amountMinor, "currencyCode": request.currencyCode,
-        ])
+        send(path: "/refunds", key: request.processorKey, body: ProcessorTransport.encode(RefundBody(
+            paymentId: request.paymentId, processorReference: request.processorReference,
+            amountMinor: request.amountMinor, currencyCode: request.currencyCode)))
     }
 
-    private func send(path: String, key: String, body: [String: Any]) -> ProcessorOutcome {
-        guard var bytes = try? Array(JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) else {
-            return .unknown(reason: "request_encoding_failed")
-        }
+    private func send(path: String, key: String, body: [UInt8]?) -> ProcessorOutcome {
+        guard var bytes = body else { return .unknown(reason: "request_encoding_failed") }
         // The body holds the DPAN and cryptogram: zero it once the exchange is over (PCI DSS 3.3.1).
-        defer { for i in bytes.indices { bytes[i] = 0 } }
-        var options = HTTPClientOptions()
-        options.totalTimeoutMilliseconds = timeoutMilliseconds
-        options.connectTimeoutMilliseconds = min(3_000, timeoutMilliseconds)
-        options.responseBodyBytesMax = Self.responseBytesMax
-        options.allowPlainHTTPForTesting = baseURL.hasPrefix("http://")
-        options.clientIdentity = authentication.clientIdentity
-        options.caFile = authentication.caFile
+        defer { ProcessorTransport.wipe(&bytes) }
         var headers = [("Content-Type", "application/json"), ("Idempotency-Key", key)]
         if let secret = authentication.bearerSecret { headers.append(("Authorization", "Bearer " + secret)) }
-        let request = HTTPClientRequest(method: "POST", url: baseURL + path, headers: headers, body: bytes)
-        var generator = SystemRandomNumberGenerator()
-        let outcome = retryPolicy.run(using: &generator, sleep: { usleep(UInt32($0) * 1_000) }) { _ throws(HTTPClientError) in
-            try client.send(request, options: options)
-        }
-        switch outcome {
+        switch transport.post(url: baseURL + path, headers: headers, body: bytes) {
         case .failure(let error):
             return .unknown(reason: error.code.rawValue)
         case .success(let response):
@@ -141,17 +162,16 @@ public struct HTTPProcessor: PaymentProcessor {
         guard (200...299).contains(response.status) || response.status == 402 else {
             return .unknown(reason: "http_\(response.status)")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any],
-              let status = object["status"] as? String else {
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)) else {
             return .unknown(reason: "malformed_response")
         }
-        let reference = (object["processorReference"] as? String).flatMap { $0.isEmpty || $0.count > 128 ? nil : $0 }
-        switch status {
+        let reference = answer.processorReference.flatMap { $0.isEmpty || $0.count > 128 ? nil : $0 }
+        switch answer.status {
         case "approved":
             guard let reference else { return .unknown(reason: "malformed_response") }
-            return .approved(processorReference: reference, authorizationCode: object["authorizationCode"] as? String)
+            return .approved(processorReference: reference, authorizationCode: answer.authorizationCode)
         case "declined":
-            let code = (object["declineCode"] as? String).flatMap { $0.isEmpty || $0.count > 64 ? nil : $0 } ?? "declined"
+            let code = answer.declineCode.flatMap { $0.isEmpty || $0.count > 64 ? nil : $0 } ?? "declined"
             return .declined(declineCode: code, processorReference: reference)
         default:
             return .unknown(reason: "malformed_response")

@@ -3,7 +3,8 @@ import HTTPServer
 import Payments
 import Postgres
 
-/// A payment or refund whose processor outcome is being recorded.
+/// A payment or refund whose processor outcome is being recorded: the one place where the two tables'
+/// shared steps (unknown-outcome backoff, resolver claim, unrecordable-outcome hold) pick their SQL.
 enum OutcomeSubject {
     case payment(String)
     case refund(String)
@@ -30,6 +31,7 @@ extension ProcessorOutcome {
         case .approved: "approved"
         case .declined: "declined"
         case .unknown: "unknown"
+        case .accepted: "accepted"
         }
     }
 }
@@ -71,12 +73,7 @@ extension PaymentsService {
                 case .refund: Self.holdRefundSQL
                 }
             }(), parameters).first
-            if let idempotencyKey {
-                _ = try conn.execute("""
-                    UPDATE idempotency_keys SET recovery_point = 'processor_called', locked_until = NULL
-                    WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
-                    """, [merchantId, idempotencyKey])
-            }
+            try KeyClaim.park(conn: conn, merchantId: merchantId, key: idempotencyKey)
             return row
         }
         guard let row else { return }  // no longer pending: another holder recorded it meanwhile
@@ -96,16 +93,6 @@ extension PaymentsService {
         }
     }
 
-    /// Unlocks an unfinished key (a retry that found its payment or refund waiting for an operator held
-    /// it), so the resolver can take the row once an operator releases it.
-    func releaseKey(merchantId: String, idempotencyKey: String?) throws {
-        guard let idempotencyKey else { return }
-        _ = try pool.execute("""
-            UPDATE idempotency_keys SET locked_until = NULL
-            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
-            """, [merchantId, idempotencyKey])
-    }
-
     /// The pending state as the client sees it (202).
     func heldResponse(_ subject: OutcomeSubject) throws -> HTTPResponse {
         switch subject {
@@ -118,7 +105,7 @@ extension PaymentsService {
             guard let refund = try pool.withConnection({ try RefundRecord.load(id, on: $0) }) else {
                 throw PaymentProblems.internalError
             }
-            return .json(RefundView(refund), status: refund.status == "pending" ? 202 : 200)
+            return .json(RefundView(refund), status: refund.status.isFinal ? 200 : 202)
         }
     }
 
@@ -156,5 +143,96 @@ extension PaymentsService {
                updated_at = now()
         WHERE refund_id = $1 AND status = 'pending' AND needs_operator_at IS NULL
         RETURNING record_failures, needs_operator_at IS NOT NULL AS marked
+        """
+}
+
+extension KeyClaim {
+    /// Unlocks an unfinished key at `processor_called` (an unknown or unrecordable outcome): a retry of the
+    /// key, or the resolver, re-sends with the same processor key.
+    static func park(conn: PostgresConnection, merchantId: String, key: String?) throws {
+        guard let key else { return }
+        _ = try conn.execute("""
+            UPDATE idempotency_keys SET recovery_point = 'processor_called', locked_until = NULL
+            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
+            """, [merchantId, key])
+    }
+
+    /// Unlocks an unfinished key (a retry that found its payment or refund waiting for an operator held
+    /// it), so the resolver can take the row once an operator releases it.
+    static func unlock(conn: PostgresConnection, merchantId: String, key: String?) throws {
+        guard let key else { return }
+        _ = try conn.execute("""
+            UPDATE idempotency_keys SET locked_until = NULL
+            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
+            """, [merchantId, key])
+    }
+
+    /// The resolver's take-over of an unfinished key: only when no request holds it. The key's lock is
+    /// the one owner token shared by requests and the resolver.
+    static func takeOver(conn: PostgresConnection, merchantId: String, key: String, lockMilliseconds: Int) throws -> Bool {
+        try conn.execute("""
+            UPDATE idempotency_keys SET locked_until = now() + $3 * interval '1 millisecond'
+            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
+              AND (locked_until IS NULL OR locked_until <= now())
+            """, [merchantId, key, lockMilliseconds]) == 1
+    }
+}
+
+extension PaymentsService {
+    /// Pending payments, then pending refunds, whose next attempt is due (at most `resolverBatchMax` each).
+    func dueSubjects() throws -> [OutcomeSubject] {
+        let payments = try pool.query("""
+            SELECT payment_id AS id FROM payments WHERE status = 'pending' AND next_resolve_at <= now()
+            ORDER BY next_resolve_at LIMIT $1
+            """, [settings.resolverBatchMax]).rows.map { OutcomeSubject.payment(try $0.decode("id")) }
+        let refunds = try pool.query("""
+            SELECT refund_id AS id FROM refunds WHERE status = 'pending' AND next_resolve_at <= now()
+            ORDER BY next_resolve_at LIMIT $1
+            """, [settings.resolverBatchMax]).rows.map { OutcomeSubject.refund(try $0.decode("id")) }
+        return payments + refunds
+    }
+
+    /// The resolver's claim of a pending row (inside its locking transaction): the key, when there is one,
+    /// unless a request holds it; then the row's next attempt is deferred by the key lock's length.
+    func claimForResolver(_ subject: OutcomeSubject, merchantId: String, idempotencyKey: String?,
+                          on conn: PostgresConnection) throws -> Bool {
+        if let idempotencyKey {
+            guard try KeyClaim.takeOver(conn: conn, merchantId: merchantId, key: idempotencyKey,
+                                        lockMilliseconds: settings.keyLockMilliseconds) else { return false }
+        }
+        let sql: SQL = switch subject {
+        case .payment: "UPDATE payments SET next_resolve_at = now() + $2 * interval '1 millisecond' WHERE payment_id = $1"
+        case .refund: "UPDATE refunds SET next_resolve_at = now() + $2 * interval '1 millisecond' WHERE refund_id = $1"
+        }
+        _ = try conn.execute(sql, [subject.id, settings.keyLockMilliseconds])
+        return true
+    }
+
+    /// An unknown outcome (`OutcomePhases` `.retryLater`): one more attempt counted, the next one backed
+    /// off exponentially from `resolverIntervalMilliseconds` up to `resolverBackoffMaxMilliseconds`, the
+    /// key parked at `processor_called`.
+    func recordUnknown(_ subject: OutcomeSubject, merchantId: String, idempotencyKey: String?, on conn: PostgresConnection) throws {
+        let sql: SQL = switch subject {
+        case .payment: Self.paymentUnknownSQL
+        case .refund: Self.refundUnknownSQL
+        }
+        _ = try conn.execute(sql, [subject.id, settings.resolverBackoffMaxMilliseconds, settings.resolverIntervalMilliseconds])
+        try KeyClaim.park(conn: conn, merchantId: merchantId, key: idempotencyKey)
+    }
+
+    static let paymentUnknownSQL: SQL = """
+        UPDATE payments SET recovery_point = 'processor_called', resolve_attempts = resolve_attempts + 1,
+               next_resolve_at = now() + least($2::bigint, $3::bigint * (2 ^ least(resolve_attempts, 16))::bigint)
+                                 * interval '1 millisecond',
+               updated_at = now()
+        WHERE payment_id = $1
+        """
+
+    static let refundUnknownSQL: SQL = """
+        UPDATE refunds SET resolve_attempts = resolve_attempts + 1,
+               next_resolve_at = now() + least($2::bigint, $3::bigint * (2 ^ least(resolve_attempts, 16))::bigint)
+                                 * interval '1 millisecond',
+               updated_at = now()
+        WHERE refund_id = $1
         """
 }

@@ -23,21 +23,12 @@ extension TenderApp {
         FinanceSettlementSink(processor: configuration.processor.rawValue, logger: logger)
     }
 
-    /// Finishes, in the background, the finance-store effects a stopped import left pending (each
+    /// The service that finishes the finance-store effects a stopped import left pending (each
     /// merchant's next import would do it too; this does not wait for one).
-    func resumeSettlementEffects() {
-        let store = SettlementReportStore(pool: pool, sink: settlementEffectSink, configuration: configuration.reconciliation)
-        let logger = self.logger
-        Thread {
-            do {
-                for merchantId in try store.merchantsWithPendingEffects() {
-                    let applied = try store.applyPendingEffects(merchantId: merchantId, now: Date())
-                    logger.info("settlement effects resumed", [("merchant_id", merchantId), ("applied", String(applied))])
-                }
-            } catch {
-                logger.warning("settlement effects not resumed; the next import retries", [("error", "\(error)")])
-            }
-        }.start()
+    func settlementEffectsService(now: @escaping @Sendable () -> Date) -> SettlementEffectsService {
+        SettlementEffectsService(store: SettlementReportStore(pool: pool, sink: settlementEffectSink,
+                                                              configuration: configuration.reconciliation),
+                                 logger: logger, now: now)
     }
 
     /// `POST /v1/settlement-reports`, `GET /v1/settlement-reports/{id}`, `…/{id}/items` (openapi.yaml).

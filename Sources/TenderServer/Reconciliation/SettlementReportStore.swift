@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Money
+import Payments
 import Postgres
 import Reconciliation
 
@@ -34,10 +35,11 @@ struct SettlementImport: Sendable {
 /// transaction: a malformed file or a batch conflict leaves nothing behind. Phase 2 applies the
 /// finance-store effects, one item chunk per transaction, each clearing the chunk's `effects_pending`
 /// flag in the transaction that applies it: exactly once, resumable after a crash (the next import of
-/// the merchant, `tender serve` at start and a replayed import finish what is pending), and never
-/// holding the finance balances' row locks (which live payments need) for longer than one chunk.
-/// Its last transaction (`finish`, flag `finish_pending`) reverses what the batches the report
-/// supersedes booked for lines it no longer has, and confirms earlier payouts.
+/// the merchant, `tender serve`'s settlement-effects service and a replayed import finish what is
+/// pending), and never holding the finance balances' row locks (which live payments need) for longer
+/// than one chunk. Its last transaction (`finish`, flag `finish_pending`) reverses what the batches the
+/// report supersedes booked for lines it no longer has, confirms earlier payouts and writes the
+/// `settlement_report.completed` event (docs/events.md).
 ///
 /// Superseding replaces: effect keys come from the line's identity, not its amounts, so a corrected
 /// line of a new revision is a recorded key with other content; its earlier postings are reversed and
@@ -253,10 +255,11 @@ struct SettlementReportStore: Sendable {
 
     /// Applies every effect of `merchantId` still pending, oldest report first, one item chunk per
     /// transaction; returns how many effects were new (a key already applied is skipped).
+    /// `shouldStop` is asked between chunks (the effects service stopping); what is left stays pending.
     @discardableResult
-    func applyPendingEffects(merchantId: String, now: Date) throws -> Int {
+    func applyPendingEffects(merchantId: String, now: Date, shouldStop: () -> Bool = { false }) throws -> Int {
         var applied = 0
-        while let count = try applyNextChunk(merchantId: merchantId, now: now) { applied += count }
+        while !shouldStop(), let count = try applyNextChunk(merchantId: merchantId, now: now) { applied += count }
         return applied
     }
 
@@ -463,6 +466,12 @@ struct SettlementReportStore: Sendable {
                SET finish_pending = false, effects_reversed = effects_reversed + $2, payouts_confirmed = $3
              WHERE report_id = $1
             """, [reportId, reversed, confirmed.count])
+        // The report is complete: matched, stored, and every finance-store effect booked (docs/events.md).
+        guard let view = try Self.report(merchantId: merchantId, reportId: reportId, on: conn) else {
+            throw TenderError("settlement_report_lost", "report \(reportId) not found while finishing")
+        }
+        try EventOutbox.append(.settlementReportCompleted, objectId: reportId, object: view, merchantId: merchantId,
+                               on: conn, now: now)
         return actions.count
     }
 
@@ -499,6 +508,19 @@ struct SettlementReportStore: Sendable {
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
         seconds(from: start, to: ContinuousClock.now)
+    }
+
+    /// The report with that id as its GET shows it, read on `conn` (inside the transaction that finishes it).
+    static func report(merchantId: String, reportId: String, on conn: PostgresConnection) throws -> SettlementReportView? {
+        guard let row = try conn.query("""
+            SELECT report_id, format, file_sha256, line_count, revision, supersedes, summary::text AS summary,
+                   revision_diff::text AS revision_diff, created_at,
+                   r.effects_rebooked, r.effects_reversed, r.payouts_confirmed,
+                   r.finish_pending OR EXISTS (SELECT 1 FROM settlement_item_chunks c
+                            WHERE c.report_id = r.report_id AND c.effects_pending) AS effects_pending
+            FROM settlement_reports r WHERE merchant_id = $1 AND report_id = $2
+            """, [merchantId, reportId]).first else { return nil }
+        return try SettlementReportView(row: row)
     }
 
     /// The report with that id, if it belongs to `merchantId`.
@@ -633,16 +655,7 @@ struct SettlementReportStore: Sendable {
     }
 
     /// `sr_` + 24 lowercase alphanumerics from the CSPRNG (rejection sampling keeps it uniform).
-    static func newReportId() -> String {
-        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
-        var out: [UInt8] = Array("sr_".utf8)
-        while out.count < 27 {
-            for byte in SecureRandom.bytes(32) where byte < 252 && out.count < 27 {
-                out.append(alphabet[Int(byte) % alphabet.count])
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func newReportId() -> String { PrefixedIdentifier.settlementReport.mint(randomBytes: SecureRandom.bytes) }
 }
 
 /// Summary stored with a report: counts and batch balances (openapi.yaml).

@@ -2,7 +2,13 @@ import Crypto
 import Foundation
 import HTTPServer
 import Observability
+import Payments
 import Postgres
+
+extension PrefixedIdentifier {
+    /// Webhook endpoints (`we_…`).
+    static let webhookEndpoint = PrefixedIdentifier(prefix: "we_")
+}
 
 /// One stored endpoint, secrets still sealed.
 struct WebhookEndpointRecord: Sendable {
@@ -82,7 +88,7 @@ struct WebhookEndpointChanges: Sendable {
 
 /// SQL of `webhook_endpoints`, `webhook_deliveries` and `webhook_delivery_attempts` for the API.
 enum WebhookEndpointStore {
-    static func newEndpointId() -> String { PaymentsService.newId(prefix: "we_") }
+    static func newEndpointId() -> String { PrefixedIdentifier.webhookEndpoint.mint(randomBytes: SecureRandom.bytes) }
 
     static func eventsJSON(_ events: [String]) -> String {
         String(decoding: (try? JSONEncoder().encode(events)) ?? Data("[]".utf8), as: UTF8.self)

@@ -94,7 +94,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     @Test(arguments: [["keys", "--help"], ["keys", "import", "--help"], ["keys", "list", "--help"], ["keys", "retire", "--help"],
                       ["token", "--help"], ["token", "decrypt", "--help"], ["sandbox", "--help"], ["sandbox", "init", "--help"],
                       ["sandbox", "token", "--help"], ["bench", "--help"], ["payments", "--help"], ["payments", "release", "--help"],
-                      ["payments", "needs-operator", "--help"]])
+                      ["payments", "needs-operator", "--help"], ["payments", "settle-refund", "--help"]])
     func everyNewCommandHasHelp(argv: [String]) throws {
         let r = try runTender(argv, environment: [:])
         #expect(r.status == 0)

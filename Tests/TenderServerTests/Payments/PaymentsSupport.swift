@@ -6,18 +6,27 @@ import Observability
 import Payments
 import Postgres
 import Synchronization
-@testable import TenderServer
+@_spi(Testing) @testable import TenderServer
 
-/// Collects ledger events so tests can count them, and hands each on to `forward` when there is one.
-final class RecordingSink: PaymentOutcomeSink {
-    let events = Mutex<[PaymentLedgerEvent]>([])
-    let forward: (any PaymentOutcomeSink)?
-    init(forwardingTo forward: (any PaymentOutcomeSink)? = nil) { self.forward = forward }
-    func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
-        events.withLock { $0.append(event) }
+/// Collects payment events so tests can count them, and hands each on to `forward` when there is one.
+final class RecordingSink: PaymentEventSubscriber {
+    let all = Mutex<[PaymentEvent]>([])
+    let forward: (any PaymentEventSubscriber)?
+    init(forwardingTo forward: (any PaymentEventSubscriber)? = nil) { self.forward = forward }
+    func record(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
         try forward?.record(event, merchantId: merchantId, on: conn, now: now)
+        all.withLock { $0.append(event) }
     }
-    var count: Int { events.withLock { $0.count } }
+    /// The events that move money (what the finance ledger books).
+    var events: [PaymentEvent] {
+        all.withLock { $0.filter {
+            switch $0 {
+            case .paymentSucceeded, .refundSucceeded: true
+            default: false
+            }
+        } }
+    }
+    var count: Int { events.count }
 }
 
 /// Collects log lines (to scan them for card data).
@@ -60,7 +69,7 @@ final class PaymentsHarness: Sendable {
     /// settlement-report routes are served too.
     init(prefix: String, processor: ((PostgresPool) -> any PaymentProcessor)? = nil, rules: SimulatorRules = SimulatorRules(),
          settings: PaymentsSettings = PaymentsHarness.fastSettings, merchantKeyCount: Int = 1, connectionsMax: Int = 8,
-         environment: [String: String] = [:], settlement: Bool = false, ledger: (any PaymentOutcomeSink)? = nil) throws {
+         environment: [String: String] = [:], settlement: Bool = false, ledger: (any PaymentEventSubscriber)? = nil) throws {
         pool = try TestEnvironment.migratedPool(prefix, connectionsMax: connectionsMax)
         var configuration = try TenderConfiguration.load(environment: environment.merging(["TENDER_LISTEN": "127.0.0.1:0"]) { $1 })
         configuration.limits.databaseConnectionsMax = connectionsMax
@@ -74,7 +83,7 @@ final class PaymentsHarness: Sendable {
         let chosen = processor?(pool) ?? SimulatorProcessor(pool: pool, rules: rules)
         sink = RecordingSink(forwardingTo: ledger ?? (settlement ? FinancePaymentSink(processor: configuration.processor.rawValue) : nil))
         service = PaymentsService(pool: pool, verifier: DecryptorTokenVerifier(decryptor: decryptor), processor: chosen,
-                                  sink: sink, settings: settings, logger: logs.logger)
+                                  subscribers: [sink], settings: settings, logger: logs.logger)
         var router = Router()
         service.register(into: &router, guarded: app.guarded)
         app.registerCheckoutRoutes(into: &router)

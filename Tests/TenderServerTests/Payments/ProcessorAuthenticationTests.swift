@@ -46,17 +46,20 @@ final class AuthRecordingProcessor: Sendable {
         let secret = "sk_" + hexEncoded(SecureRandom.bytes(16))
         _ = FileManager.default.createFile(atPath: dir.file("token"), contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
         let configuration = try TenderConfiguration.load(environment: [
-            "TENDER_PROCESSOR": "http", "TENDER_PROCESSOR_URL": "http://127.0.0.1:1", "TENDER_PROCESSOR_TOKEN_FILE": dir.file("token")])
+            "TENDER_PROCESSOR": "http", "TENDER_PROCESSOR_URL": "http://127.0.0.1:1", "TENDER_PROCESSOR_TOKEN_FILE": dir.file("token"),
+            TenderConfiguration.plainHTTPProcessorVariable: "true"])
         #expect(configuration.processorAuthentication.authenticates)
         #expect(!configuration.processorAuthentication.description.contains(secret))
         let stand = try AuthRecordingProcessor()
         defer { stand.server.shutdown(drainDeadlineMilliseconds: 1_000) }
-        let processor = HTTPProcessor(baseURL: stand.url, timeoutMilliseconds: 2_000, authentication: configuration.processorAuthentication)
+        let processor = HTTPProcessor(baseURL: stand.url, timeoutMilliseconds: 2_000, authentication: configuration.processorAuthentication,
+                                      allowPlainHTTPForTesting: configuration.processorPlainHTTPForTesting)
         #expect(Self.refund(processor) == .approved(processorReference: "rp_1", authorizationCode: nil))
         #expect(Self.refund(processor) == .approved(processorReference: "rp_1", authorizationCode: nil))
         #expect(stand.seen.values.withLock { $0 } == ["Bearer \(secret)", "Bearer \(secret)"])
         // Without a configured secret, no Authorization header is sent.
-        #expect(Self.refund(HTTPProcessor(baseURL: stand.url, timeoutMilliseconds: 2_000)) == .approved(processorReference: "rp_1", authorizationCode: nil))
+        #expect(Self.refund(HTTPProcessor(baseURL: stand.url, timeoutMilliseconds: 2_000, allowPlainHTTPForTesting: true))
+            == .approved(processorReference: "rp_1", authorizationCode: nil))
         #expect(stand.seen.values.withLock { $0.last } == .some(nil))
     }
 

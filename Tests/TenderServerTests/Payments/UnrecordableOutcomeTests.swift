@@ -8,9 +8,9 @@ import Testing
 
 /// The ledger refusing a refund's effects as the finance store does when a balance would pass Int64.max,
 /// until an operator fixes the cause (`refusing = false`).
-final class OverflowingRefundLedger: PaymentOutcomeSink {
+final class OverflowingRefundLedger: PaymentEventSubscriber {
     let refusing = Atomic<Bool>(true)
-    func record(_ event: PaymentLedgerEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
+    func record(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
         if case .refundSucceeded = event, refusing.load(ordering: .relaxed) { throw FinanceError(.amountOverflow, detail: "balance") }
     }
 }

@@ -25,16 +25,16 @@ struct SettlementAdyenFixtureTests {
         for (id, amount, currency) in payments {
             try LedgerFixture.payment(s.pool, merchantId: m, id: id, amountMinor: amount, currency: currency)
             try s.pool.transaction { conn in
-                try sink.record(.paymentSucceeded(paymentId: id, sessionId: "cs_" + id.dropFirst(4), amountMinor: amount,
-                                                  currencyCode: currency, processorReference: "psp_" + id),
+                try sink.record(.paymentSucceeded(.init(paymentId: id, sessionId: "cs_" + id.dropFirst(4), amountMinor: amount,
+                                                  currencyCode: currency, processorReference: "psp_" + id)),
                                 merchantId: m, on: conn, now: Date())
             }
         }
         for (id, payment, amount) in [("re_adyensample0000000000001", "pay_adyensample0000000000001", Int64(1_000)), ("re_adyensample0000000000002", "pay_adyensample0000000000002", 500)] {
             try LedgerFixture.refund(s.pool, merchantId: m, id: id, paymentId: payment, amountMinor: amount)
             try s.pool.transaction { conn in
-                try sink.record(.refundSucceeded(refundId: id, paymentId: payment, amountMinor: amount, currencyCode: "USD",
-                                                 processorReference: "psp_" + id), merchantId: m, on: conn, now: Date())
+                try sink.record(.refundSucceeded(.init(refundId: id, paymentId: payment, amountMinor: amount, currencyCode: "USD",
+                                                 processorReference: "psp_" + id)), merchantId: m, on: conn, now: Date())
             }
         }
         let client = try RawHTTPClient(port: s.port)

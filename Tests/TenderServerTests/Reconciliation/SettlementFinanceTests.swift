@@ -17,8 +17,8 @@ struct SettlementFinanceTests {
         // The succeeded payment reached the finance store the way the payments service records it.
         try s.pool.transaction { conn in
             try FinancePaymentSink(processor: s.app.configuration.processor.rawValue).record(
-                .paymentSucceeded(paymentId: paymentId, sessionId: "cs_" + paymentId.dropFirst(4), amountMinor: 1_000,
-                                  currencyCode: "USD", processorReference: "psp_booked"),
+                .paymentSucceeded(.init(paymentId: paymentId, sessionId: "cs_" + paymentId.dropFirst(4), amountMinor: 1_000,
+                                  currencyCode: "USD", processorReference: "psp_booked")),
                 merchantId: merchant.merchantId, on: conn, now: Date())
         }
         let client = try RawHTTPClient(port: s.port)
