@@ -3,7 +3,7 @@ import Crypto
 import Foundation
 import Payments
 import Testing
-@testable import TenderServer
+@_spi(Testing) @testable import TenderServer
 
 /// Processor settings: Adyen's secrets come from files, plain HTTP needs its unsafe switch.
 @Suite struct ProcessorConfigurationTests {
