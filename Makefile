@@ -87,6 +87,8 @@ test: deps db-check
 	# pg.sh's rules (saved port, taken port, prune/createdb only on this checkout's cluster), on two
 	# throw-away clusters of its own.
 	scripts/pg-selftest.sh
+	# Webhooks end to end: real serve processes, a receiver verifying with the Standard Webhooks library.
+	scripts/webhooks-test.sh
 	# The running server checked against openapi.yaml by Schemathesis, for a bounded time.
 	scripts/schemathesis.sh $${SCHEMATHESIS_SECONDS:-60}
 	# The browser client in headless Chromium (demo store, Apple Pay JS with a stub, console).

@@ -125,7 +125,9 @@ public final class HTTPClient: Sendable {
     }
 
     /// Performs `request` and blocks until the response is complete or an error (with its `code`) ends it.
-    public func send(_ request: HTTPClientRequest, options: HTTPClientOptions = HTTPClientOptions())
+    /// With `cache`, the request goes over the cache's kept connections (keep-alive); without, over a fresh one.
+    public func send(_ request: HTTPClientRequest, options: HTTPClientOptions = HTTPClientOptions(),
+                     cache: HTTPConnectionCache? = nil)
         throws(HTTPClientError) -> HTTPClientResponse
     {
         guard curlGlobalInitCode == CURLE_OK else {
@@ -133,7 +135,7 @@ public final class HTTPClient: Sendable {
                                   curlCode: Int(curlGlobalInitCode.rawValue))
         }
         try Self.validate(request, options: options)
-        let transfer = try Transfer(options: options)
+        let transfer = try Transfer(options: options, cache: cache)
         return try transfer.perform(request)
     }
 
@@ -164,6 +166,22 @@ public final class HTTPClient: Sendable {
             }
         }
     }
+}
+
+/// A libcurl easy handle kept across requests so that connections to the same origin are reused
+/// (keep-alive). Use it from one thread at a time (one per worker thread); a reused connection was
+/// checked by `connectAddressFilter` when it was opened.
+public final class HTTPConnectionCache: @unchecked Sendable {
+    let handle: UnsafeMutableRawPointer
+
+    /// A cache with no connection yet.
+    public init() throws(HTTPClientError) {
+        _ = curlGlobalInitCode
+        guard let handle = curl_easy_init() else { throw HTTPClientError(code: .other, message: "curl_easy_init failed") }
+        self.handle = handle
+    }
+
+    deinit { curl_easy_cleanup(handle) }
 }
 
 /// RFC 9110 §5.6.2 tchar.

@@ -66,13 +66,23 @@ final class Transfer {
     private let emptyBody: UnsafeMutablePointer<CChar>
     private var lists: [UnsafeMutablePointer<curl_slist>] = []
     private let options: HTTPClientOptions
+    /// The kept handle this transfer borrows (nil: the transfer owns its handle).
+    private let cache: HTTPConnectionCache?
     let collector: ResponseCollector
 
-    init(options: HTTPClientOptions) throws(HTTPClientError) {
-        guard let handle = curl_easy_init() else {
-            throw HTTPClientError(code: .other, message: "curl_easy_init failed")
+    init(options: HTTPClientOptions, cache: HTTPConnectionCache? = nil) throws(HTTPClientError) {
+        if let cache {
+            // Reset drops every option (so nothing points at a previous transfer's buffers) but keeps live
+            // connections, which is the point of the cache.
+            curl_easy_reset(cache.handle)
+            self.handle = cache.handle
+        } else {
+            guard let handle = curl_easy_init() else {
+                throw HTTPClientError(code: .other, message: "curl_easy_init failed")
+            }
+            self.handle = handle
         }
-        self.handle = handle
+        self.cache = cache
         self.options = options
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
@@ -83,7 +93,7 @@ final class Transfer {
     }
 
     deinit {
-        curl_easy_cleanup(handle)
+        if cache == nil { curl_easy_cleanup(handle) } else { curl_easy_reset(handle) }
         for list in lists { curl_slist_free_all(list) }
         errorBuffer.deallocate()
         emptyBody.deallocate()

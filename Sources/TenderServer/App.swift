@@ -19,6 +19,8 @@ public final class TenderApp: Sendable {
     public let payments: PaymentsService
     /// Derives checkout client secrets from the master key (never stored).
     public let clientSecrets: ClientSecretKey
+    /// Webhook delivery's settings (`TENDER_WEBHOOK_*`).
+    let webhookSettings: WebhookSettings
     /// Apple's domain-association file, read once at start (nil when not configured or unreadable).
     let domainAssociation: HTTPResponse?
     /// Applies settlement effects left pending (large imports, stopped imports); `serve` runs it, imports wake it.
@@ -53,6 +55,16 @@ public final class TenderApp: Sendable {
                                                                                  logger: logger),
                                          configuration: configuration.reconciliation),
             logger: logger, now: { clock.now() })
+        var webhookSettings = WebhookSettings()
+        do { webhookSettings = try WebhookSettings.load(environment: ProcessInfo.processInfo.environment) } catch {
+            logger.error("webhook settings invalid; using defaults", [("variable", error.variable), ("reason", error.reason)])
+        }
+        self.webhookSettings = webhookSettings
+    }
+
+    /// The webhook sender of this process (a service of `serve`).
+    func makeWebhookSender(now: @escaping @Sendable () -> Date) -> WebhookSender {
+        WebhookSender(pool: pool, settings: webhookSettings, box: webhookSecretBox, logger: logger, now: now)
     }
 
     /// The full route table.
@@ -77,6 +89,7 @@ public final class TenderApp: Sendable {
         registerMerchantValidationRoutes(into: &router)
         registerSettlementReportRoutes(into: &router)
         registerEventRoutes(into: &router)
+        registerWebhookRoutes(into: &router)
         registerWebRoutes(into: &router)
         return router
     }

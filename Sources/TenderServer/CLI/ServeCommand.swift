@@ -28,6 +28,7 @@ enum ServeCommand {
                                       processorTimeoutMilliseconds: configuration.processorTimeoutMilliseconds)
         _ = try TenderConfiguration.integer(environment, "TENDER_SIMULATOR_LATENCY_MS", default: 0, range: 0...60_000)
         let sessionExpiry = try SessionExpirySweeper.Settings.load(environment: environment)
+        _ = try WebhookSettings.load(environment: environment)
 
         // Block the termination signals in every thread before any is started; the main thread
         // takes them synchronously with sigwait below.

@@ -22,7 +22,8 @@ extension TenderApp {
             SessionExpirySweeper(pool: pool, settings: sessionExpiry, logger: logger, now: now),
         ]
         services.append(payments.resolverService)
-        // Next: the webhook sender, then the push sender (each a `Service`), appended here.
+        services.append(makeWebhookSender(now: now))
+        // Next: the push sender (a `Service`), appended here.
         services.append(HTTPServerService(server: server, drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds,
                                           logger: logger))
         return services
