@@ -42,7 +42,8 @@ public final class TenderApp: Sendable {
                                       ingestSettings: feedSettings)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
-                                             sink: FinancePaymentSink(processor: configuration.processor.rawValue),
+                                             sink: WalletOrderSink(inner: FinancePaymentSink(processor: configuration.processor.rawValue),
+                                                                   configuration: configuration.wallet),
                                              metrics: metrics)
         self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
     }
@@ -69,6 +70,7 @@ public final class TenderApp: Sendable {
         registerMerchantValidationRoutes(into: &router)
         registerSettlementReportRoutes(into: &router)
         registerWebRoutes(into: &router)
+        registerWalletOrderRoutes(into: &router)
         return router
     }
 

@@ -48,6 +48,8 @@ public struct TenderConfiguration: Sendable {
     /// `TENDER_CONSOLE=off` stops serving the operator console under `/console/` (static files only:
     /// it holds no credential of its own and calls the API with the operator's key).
     public var consoleEnabled = true
+    /// Wallet orders and passes: `TENDER_PUBLIC_BASE_URL`, `TENDER_APNS_URL`, `TENDER_APNS_CA_FILE` (CONTRACT §7).
+    public var wallet = WalletConfiguration()
 
     /// A sandbox configuration trusts roots other than Apple's (`TENDER_APPLE_ROOTS`); production never does.
     public var isSandbox: Bool { appleRootsFiles != nil }
@@ -185,6 +187,8 @@ public struct TenderConfiguration: Sendable {
                                                                    settlementLagSeconds: Int64(lagSeconds))
         configuration.demoEnabled = try onOff(env, "TENDER_DEMO", default: false)
         configuration.consoleEnabled = try onOff(env, "TENDER_CONSOLE", default: true)
+        configuration.wallet = try WalletConfiguration.load(value, listenHost: configuration.listenHost,
+                                                            listenPort: configuration.listenPort)
         // The demo mints tokens with the sandbox's own keys: it must never run where only Apple's root is trusted.
         if configuration.demoEnabled && !configuration.isSandbox {
             throw ConfigurationError(variable: "TENDER_DEMO",

@@ -254,7 +254,9 @@ enum SandboxCommands {
         (later runs print nothing new; more keys: `tender api-keys create`). It also writes a sandbox Apple
         stand-in to $TENDER_DATA_DIR/sandbox and imports its processing key for the sandbox merchant, once,
         so tokens from `tender sandbox token --dir $TENDER_DATA_DIR/sandbox` decrypt when the server runs
-        with TENDER_APPLE_ROOTS=$TENDER_DATA_DIR/sandbox/root.pem (as `make run` does).
+        with TENDER_APPLE_ROOTS=$TENDER_DATA_DIR/sandbox/root.pem (as `make run` does). And it writes a
+        sandbox WWDR stand-in to $TENDER_DATA_DIR/sandbox/wallet with one order-type and one pass-type
+        identity for the sandbox merchant, so paid sandbox sessions get Wallet orders.
         """
 
     /// The demo store's coupon (`DemoCatalog.couponCode`, 10 % off) for the sandbox merchant, once.
@@ -295,6 +297,7 @@ enum SandboxCommands {
                 Console.out("tender: sandbox API key (shown once): \(key.secret)")
             }
             try bootstrapSandboxKeys(configuration: configuration, pool: pool)
+            try WalletSandbox.bootstrap(configuration: configuration, pool: pool, merchantId: sandboxMerchantId)
             try bootstrapDemoCoupon(pool: pool)
             return .success
         default:

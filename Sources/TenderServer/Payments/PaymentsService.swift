@@ -102,6 +102,8 @@ public final class PaymentsService: Sendable {
     struct AuthorizationResult: Encodable {
         let status: Int
         let errors: [String]
+        /// The Wallet order of a succeeded payment (CONTRACT §7); absent otherwise.
+        var orderDetails: WalletOrderDetails? = nil
     }
 
     /// What phase 1 left for the rest of the request.
@@ -471,7 +473,8 @@ public final class PaymentsService: Sendable {
                 recorded = payment
             }
             guard let payment = recorded else { throw PaymentProblems.internalError }
-            let response = Self.paymentResponse(payment)
+            let orderDetails = payment.status == .succeeded ? try WalletOrders.details(forPayment: paymentId, on: conn) : nil
+            let response = Self.paymentResponse(payment, orderDetails: orderDetails)
             if let key = payment.idempotencyKey, payment.status != .pending {
                 try KeyClaim.finish(conn: conn, merchantId: payment.merchantId, key: key, response: response)
             }
@@ -490,11 +493,12 @@ public final class PaymentsService: Sendable {
     }
 
     /// The payment result: 200 when the processor answered, 202 while the answer is unknown.
-    static func paymentResponse(_ payment: PaymentRecord) -> HTTPResponse {
+    static func paymentResponse(_ payment: PaymentRecord, orderDetails: WalletOrderDetails? = nil) -> HTTPResponse {
         let succeeded = payment.status == .succeeded
         // A payment result is written once, when the outcome is known: nothing is refunded yet.
         return .json(PaymentResult(payment: PaymentView(payment, amountRefundedMinor: 0),
-                                   authorizationResult: AuthorizationResult(status: succeeded ? 0 : 1, errors: [])),
+                                   authorizationResult: AuthorizationResult(status: succeeded ? 0 : 1, errors: [],
+                                                                            orderDetails: succeeded ? orderDetails : nil)),
                      status: payment.status == .pending ? 202 : 200)
     }
 
