@@ -71,6 +71,7 @@ public final class TenderApp: Sendable {
         registerSettlementReportRoutes(into: &router)
         registerWebRoutes(into: &router)
         registerWalletOrderRoutes(into: &router)
+        registerWalletPassRoutes(into: &router)
         return router
     }
 

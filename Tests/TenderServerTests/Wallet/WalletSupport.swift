@@ -23,6 +23,7 @@ final class WalletHarness {
                                        ledger: WalletOrderSink(inner: NoopPaymentOutcomeSink(), configuration: wallet))
         var router = Router()
         payments.app.registerWalletOrderRoutes(into: &router)
+        payments.app.registerWalletPassRoutes(into: &router)
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(payments.app.configuration), router: router)
         try server.start()
         sandbox = try WalletSandbox.make(now: Date())
