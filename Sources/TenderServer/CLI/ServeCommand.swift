@@ -65,6 +65,8 @@ enum ServeCommand {
         app.payments.startResolver()
         app.finance.startIngest()
         app.resumeSettlementEffects()
+        let walletPush = app.walletPushService.service()
+        try walletPush.start()
         logger.info("listening", [("host", configuration.listenHost), ("port", String(server.boundPort))])
 
         var received: Int32 = 0
@@ -73,6 +75,7 @@ enum ServeCommand {
         let drained = server.shutdown(drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds)
         app.finance.stop()
         app.payments.stopResolver()
+        _ = walletPush.stop(deadline: .now + .seconds(5))
         pool.close()
         logger.info("stopped", [("drained", drained ? "true" : "false")])
         return .success

@@ -38,6 +38,11 @@ extension TenderApp {
         }))
     }
 
+    /// The APNs sender for order and pass updates.
+    var walletPushService: WalletPushService {
+        WalletPushService(pool: pool, keys: walletKeyStore, configuration: configuration.wallet, logger: logger)
+    }
+
     /// A key store for Wallet identities (the master key is loaded on first use).
     var walletKeyStore: KeyStore {
         KeyStore(pool: pool, masterKeyFile: configuration.masterKeyFile,

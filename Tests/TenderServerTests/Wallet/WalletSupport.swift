@@ -13,7 +13,8 @@ final class WalletHarness {
     let masterKeyFile: String
     var port: Int { server.boundPort }
 
-    init(prefix: String, importOrderIdentity: Bool = true, environment: [String: String] = [:]) throws {
+    init(prefix: String, importOrderIdentity: Bool = true, sandbox: WalletSandbox.Files? = nil,
+         environment: [String: String] = [:]) throws {
         masterKeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("wallet-mk-\(UUID().uuidString)").path
         var env = ["TENDER_MASTER_KEY_FILE": masterKeyFile, "TENDER_PUBLIC_BASE_URL": Self.publicBaseURL]
         env.merge(environment) { $1 }
@@ -26,7 +27,7 @@ final class WalletHarness {
         payments.app.registerWalletPassRoutes(into: &router)
         server = HTTPServer(configuration: ServeCommand.httpConfiguration(payments.app.configuration), router: router)
         try server.start()
-        sandbox = try WalletSandbox.make(now: Date())
+        self.sandbox = try sandbox ?? WalletSandbox.make(now: Date())
         if importOrderIdentity { try importIdentity(.orderType) }
     }
 
