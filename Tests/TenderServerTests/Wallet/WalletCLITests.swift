@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Postgres
 import Testing
 @testable import TenderServer
 
@@ -36,5 +37,35 @@ struct WalletCLITests {
         #expect(listed.first?["typeIdentifier"] as? String == pass.typeIdentifier)
         #expect(!(try runTender(["keys", "list"], environment: env).stdout.contains("PRIVATE")))
         #expect(try runTender(["keys", "retire", "--key-id", keyId], environment: env).status == 0)
+    }
+}
+
+@Suite struct WalletRoutingTests {
+    @Test func walletRoutesAreWiredIntoTheAppRouter() throws {
+        let configuration = try TenderConfiguration.load(environment: ["TENDER_LISTEN": "127.0.0.1:0",
+                                                                       "TENDER_PUBLIC_BASE_URL": "https://pay.example.com/"])
+        #expect(configuration.wallet.ordersWebServiceURL == "https://pay.example.com/wallet/orders/")
+        #expect(configuration.wallet.passesWebServiceURL == "https://pay.example.com/wallet/passes/")
+        #expect(throws: ConfigurationError.self) { try TenderConfiguration.load(environment: ["TENDER_PUBLIC_BASE_URL": "pay.example.com"]) }
+        #expect(throws: ConfigurationError.self) { try TenderConfiguration.load(environment: ["TENDER_APNS_URL": "http://apns.test"]) }
+        let pool = PostgresPool(configuration: PostgresConfiguration(connectionString: "postgresql://127.0.0.1:1/none"))
+        defer { pool.close() }
+        let router = TenderApp(configuration: configuration, pool: pool, migrations: [], logger: .silent).router()
+        let routes: [(String, String)] = [
+            ("POST", "/v1/payments/pay_x/order"), ("POST", "/v1/wallet/passes"), ("GET", "/v1/wallet/passes/pass.a.b/1"),
+            ("PATCH", "/v1/wallet/passes/pass.a.b/1"), ("GET", "/wallet/orders/v1/orders/order.a.b/ord_1"),
+            ("POST", "/wallet/orders/v1/devices/d/registrations/order.a.b/ord_1"),
+            ("DELETE", "/wallet/orders/v1/devices/d/registrations/order.a.b/ord_1"),
+            ("GET", "/wallet/orders/v1/devices/d/registrations/order.a.b"), ("POST", "/wallet/orders/v1/log"),
+            ("GET", "/wallet/passes/v1/passes/pass.a.b/1"), ("POST", "/wallet/passes/v1/devices/d/registrations/pass.a.b/1"),
+            ("DELETE", "/wallet/passes/v1/devices/d/registrations/pass.a.b/1"),
+            ("GET", "/wallet/passes/v1/devices/d/registrations/pass.a.b"), ("POST", "/wallet/passes/v1/log"),
+        ]
+        for (method, path) in routes {
+            guard case .found = router.match(method: method, path: path) else {
+                Issue.record("\(method) \(path) not routed")
+                continue
+            }
+        }
     }
 }
