@@ -46,7 +46,9 @@ struct WalletCLITests {
                                                                        "TENDER_PUBLIC_BASE_URL": "https://pay.example.com/"])
         #expect(configuration.wallet.ordersWebServiceURL == "https://pay.example.com/wallet/orders/")
         #expect(configuration.wallet.passesWebServiceURL == "https://pay.example.com/wallet/passes/")
-        #expect(throws: ConfigurationError.self) { try TenderConfiguration.load(environment: ["TENDER_PUBLIC_BASE_URL": "pay.example.com"]) }
+        #expect(throws: ConfigurationError.self) {
+            try TenderConfiguration.load(environment: ["TENDER_PUBLIC_BASE_URL": "pay.example.com"])
+        }
         #expect(throws: ConfigurationError.self) { try TenderConfiguration.load(environment: ["TENDER_APNS_URL": "http://apns.test"]) }
         let pool = PostgresPool(configuration: PostgresConfiguration(connectionString: "postgresql://127.0.0.1:1/none"))
         defer { pool.close() }
