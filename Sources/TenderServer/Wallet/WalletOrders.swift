@@ -113,6 +113,16 @@ enum WalletOrders {
         return updated
     }
 
+    /// `tender merchants update --order-management-url`: where order.json sends a shopper to manage an order.
+    static func setOrderManagementURL(_ text: String, merchantId: String, pool: PostgresPool) throws {
+        guard let url = URL(string: text), url.scheme == "https", url.host != nil, text.utf8.count <= 512 else {
+            throw TenderError("order_management_url_invalid", "--order-management-url must be an https URL")
+        }
+        guard try pool.execute("UPDATE merchants SET order_management_url = $2 WHERE merchant_id = $1", [merchantId, text]) == 1 else {
+            throw TenderError("merchant_not_found", "no merchant \(merchantId)")
+        }
+    }
+
     /// A refund changed the payment: a full refund marks the order's payment `refunded`.
     static func refundSucceeded(paymentId: String, on conn: PostgresConnection, now: Date) throws {
         guard let order = try lock(paymentId: paymentId, on: conn) else { return }

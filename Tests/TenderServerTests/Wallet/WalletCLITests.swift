@@ -37,6 +37,10 @@ struct WalletCLITests {
         #expect(listed.first?["typeIdentifier"] as? String == pass.typeIdentifier)
         #expect(!(try runTender(["keys", "list"], environment: env).stdout.contains("PRIVATE")))
         #expect(try runTender(["keys", "retire", "--key-id", keyId], environment: env).status == 0)
+        // Where new orders send the shopper.
+        let management = ["merchants", "update", "--merchant-id", "merchant.cli.wallet", "--order-management-url"]
+        #expect(try runTender(management + ["http://shop.test/orders"], environment: env).status != 0)
+        #expect(try runTender(management + ["https://shop.test/orders"], environment: env).status == 0)
     }
 }
 

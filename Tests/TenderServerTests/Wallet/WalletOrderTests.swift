@@ -173,7 +173,9 @@ struct WalletOrderTests {
         #expect(result["status"] as? Int == 1)
         #expect(result["orderDetails"] == nil)
         #expect(try w.payments.scalar("SELECT count(*)::bigint AS n FROM wallet_orders") == 0)
-        // A replay of a paid key answers with the same orderDetails.
+        // A replay of a paid key answers with the same orderDetails; orderManagementURL is the merchant's.
+        try WalletOrders.setOrderManagementURL("https://shop.test/account/orders", merchantId: w.payments.merchantId,
+                                               pool: w.payments.pool)
         let paidSession = try w.session()
         let token = try w.payments.token(for: paidSession)
         let paid = try w.payments.pay(paidSession, token: token, key: "wallet-none-3")
@@ -182,6 +184,10 @@ struct WalletOrderTests {
         let replayDetails = (try replay.json()["authorizationResult"] as? [String: Any])?["orderDetails"] as? [String: Any]
         #expect(paidDetails?["orderIdentifier"] as? String != nil)
         #expect(paidDetails?["orderIdentifier"] as? String == replayDetails?["orderIdentifier"] as? String)
+        #expect(try w.payments.scalar("""
+            SELECT count(*)::bigint AS n FROM wallet_orders
+            WHERE document::jsonb ->> 'orderManagementURL' = 'https://shop.test/account/orders'
+            """) == 1)
     }
 
     @Test func identitiesImportListAndRetire() throws {

@@ -145,5 +145,14 @@ struct WalletPassTests {
         #expect(try w.request("DELETE", registration, headers: auth).status == 200)
         #expect(try w.request("GET", list).status == 204)
         #expect(try w.request("POST", "\(Self.base)/log", body: #"{"logs":["pass update failed"]}"#).status == 200)
+        #expect(try w.request("POST", "\(Self.base)/log", body: #"{"logs":"not a list"}"#).status == 400)
+        #expect(try w.request("POST", registration, headers: auth, body: #"{"pushToken":""}"#).code == "push_token_invalid")
+        // With the pass-type identity retired nothing can be signed: 503, never an unsigned pass.
+        let keys = try w.keyStore.list(merchantId: w.payments.merchantId)
+        let active = try #require(keys.first { $0.kind == .passType && $0.status == "active" })
+        _ = try w.keyStore.retire(keyId: active.keyId)
+        let unsigned = try w.request("GET", latest, headers: auth)
+        #expect(unsigned.status == 503)
+        #expect(unsigned.code == "wallet_identity_unavailable")
     }
 }
