@@ -46,10 +46,12 @@ enum WalletWebService {
         return decoded.pushToken
     }
 
-    /// Device and object identifiers as path segments: printable, bounded.
+    /// Device, type and object identifiers as path segments: `[A-Za-z0-9._-]{1,128}` (openapi.yaml), what
+    /// Apple's device identifiers, type identifiers and Tender's order ids and serial numbers are made of.
     static func identifier(_ request: HTTPRequest, _ name: String) throws(HTTPProblem) -> String {
-        guard let value = request.pathParameters[name], (1...256).contains(value.utf8.count),
-              value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+        guard let value = request.pathParameters[name], (1...128).contains(value.utf8.count),
+              value.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".contains(Character($0))) })
+        else {
             throw badRequest("identifier_invalid", "\(name) is not a valid identifier")
         }
         return value
