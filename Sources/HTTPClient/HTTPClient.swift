@@ -84,6 +84,9 @@ public struct HTTPClientOptions: Sendable {
     /// Called with each resolved address before connecting; returning false refuses it (SSRF defence, tests).
     public var connectAddressFilter: (@Sendable (HTTPConnectAddress) -> Bool)? = nil
 
+    /// Speak HTTP/2 (negotiated by ALPN over TLS), as APNs requires; HTTP/1.1 otherwise.
+    public var http2 = false
+
     /// Production defaults.
     public init() {}
 

@@ -134,6 +134,9 @@ final class Transfer {
         try set(CURLOPT_PROTOCOLS_STR, options.allowedProtocols, "PROTOCOLS_STR")
         try set(CURLOPT_REDIR_PROTOCOLS_STR, options.allowedProtocols, "REDIR_PROTOCOLS_STR")
         // Rule 44: no redirects followed for Apple; processors get the same default.
+        if options.http2 {
+            try set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_0), "HTTP_VERSION")
+        }
         try set(CURLOPT_FOLLOWLOCATION, options.followRedirects ? 1 : 0, "FOLLOWLOCATION")
         try set(CURLOPT_MAXREDIRS, options.redirectsMax, "MAXREDIRS")
         try set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMilliseconds, "CONNECTTIMEOUT_MS")

@@ -46,7 +46,8 @@ public final class TenderApp: Sendable {
                                       ingestSettings: feedSettings, clock: configuration.clock)
         self.payments = PaymentsService.live(configuration: configuration, pool: pool, logger: logger,
                                              verifier: tokens,
-                                             subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue)],
+                                             subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue),
+                                                           WalletOrderSubscriber(configuration: configuration.wallet)],
                                              metrics: metrics)
         self.domainAssociation = DomainAssociation.response(file: configuration.domainAssociationFile, logger: logger)
         let clock = configuration.clock
@@ -91,6 +92,8 @@ public final class TenderApp: Sendable {
         registerEventRoutes(into: &router)
         registerWebhookRoutes(into: &router)
         registerWebRoutes(into: &router)
+        registerWalletOrderRoutes(into: &router)
+        registerWalletPassRoutes(into: &router)
         return router
     }
 

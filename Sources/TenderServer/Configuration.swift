@@ -65,6 +65,8 @@ public struct TenderConfiguration: Sendable {
     public var consoleEnabled = true
     /// Where "now" comes from for every route and store (not read from the environment; tests fix it).
     public var clock = Clock.system
+    /// Wallet orders and passes: `TENDER_PUBLIC_BASE_URL`, `TENDER_APNS_URL`, `TENDER_APNS_CA_FILE` (CONTRACT §7).
+    public var wallet = WalletConfiguration()
 
     /// A sandbox configuration trusts roots other than Apple's (`TENDER_APPLE_ROOTS`); production never does.
     public var isSandbox: Bool { appleRootsFiles != nil }
@@ -165,6 +167,8 @@ public struct TenderConfiguration: Sendable {
         configuration.reconciliation = try loadReconciliation(env)
         configuration.demoEnabled = try onOff(env, "TENDER_DEMO", default: false)
         configuration.consoleEnabled = try onOff(env, "TENDER_CONSOLE", default: true)
+        configuration.wallet = try WalletConfiguration.load(value, listenHost: configuration.listenHost,
+                                                            listenPort: configuration.listenPort)
         // The demo mints tokens with the sandbox's own keys: it must never run where only Apple's root is trusted.
         if configuration.demoEnabled && !configuration.isSandbox {
             throw ConfigurationError(variable: "TENDER_DEMO",

@@ -7,6 +7,8 @@ enum KeysCommands {
     static let help = """
         usage: tender keys csr --merchant-id ID --kind processing|identity --out DIR
                tender keys import --merchant-id ID --certificate FILE [--private-key FILE] [--kind processing|identity]
+               tender keys import --merchant-id ID --kind order-type|pass-type --type-identifier ID
+                                  --certificate FILE --private-key FILE --wwdr FILE
                tender keys list [--merchant-id ID]
                tender keys retire --public-key-hash H | --key-id ID
 
@@ -20,6 +22,9 @@ enum KeysCommands {
                 file may be PEM (SEC1, PKCS#8, after EC PARAMETERS or .p12 "Bag Attributes") or bare base64
                 DER; it is sealed with the master key (TENDER_MASTER_KEY_FILE) before it reaches the database.
                 Prints {"publicKeyHash": …} for processing keys, {"keyId": …} for identity keys.
+                With --kind order-type or pass-type it stores a Wallet signing identity (CONTRACT §7): the
+                order-type or pass-type certificate, its key (sealed) and Apple's WWDR intermediate (--wwdr)
+                that issued it; a new import for the same --type-identifier retires the previous one.
         list    prints the stored keys and the pending requests as JSON; never any key material.
         retire  stops a key from ever decrypting again. Several processing keys may be active at once:
                 import the new one, wait for tokens for the old one to drain, then retire it.
@@ -29,11 +34,16 @@ enum KeysCommands {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
         switch sub {
         case "import":
-            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "certificate", "private-key", "kind"])
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "certificate", "private-key", "kind",
+                                                                        "type-identifier", "wwdr"])
             if args.wantsHelp { Console.out(help); return .success }
             try args.expectPositionals(0)
             let merchantId = try args.required("merchant-id")
             let kind = try args.value("kind").map(parseKind)
+            if let kind, kind.isWallet { return try importWallet(args, merchantId: merchantId, kind: kind, environment: environment) }
+            guard args.value("type-identifier") == nil, args.value("wwdr") == nil else {
+                throw UsageError(message: "--type-identifier and --wwdr go with --kind order-type|pass-type")
+            }
             let certificate = try readSmallBytes(try args.required("certificate"), flag: "certificate")
             let key = try args.value("private-key").map { try readSmallFile($0, flag: "private-key") }
             let (store, pool) = try openKeyStore(environment)
@@ -59,6 +69,7 @@ enum KeysCommands {
             try args.expectPositionals(0)
             let merchantId = try args.required("merchant-id")
             let kind = try parseKind(try args.required("kind"))
+            guard !kind.isWallet else { throw UsageError(message: "csr makes processing or identity keys") }
             let directory = try args.required("out")
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -128,8 +139,29 @@ enum KeysCommands {
     }
 
     static func parseKind(_ text: String) throws(UsageError) -> MerchantKeyKind {
-        guard let kind = MerchantKeyKind(rawValue: text) else { throw UsageError(message: "--kind must be processing or identity") }
+        guard let kind = MerchantKeyKind(rawValue: text) else {
+            throw UsageError(message: "--kind must be processing, identity, order-type or pass-type")
+        }
         return kind
+    }
+
+    /// `keys import --kind order-type|pass-type`: a Wallet signing identity.
+    static func importWallet(_ args: Arguments, merchantId: String, kind: MerchantKeyKind,
+                             environment: [String: String]) throws -> ExitCode {
+        let typeIdentifier = try args.required("type-identifier")
+        let certificate = try readSmallBytes(try args.required("certificate"), flag: "certificate")
+        let key = try readSmallFile(try args.required("private-key"), flag: "private-key")
+        let wwdr = try readSmallBytes(try args.required("wwdr"), flag: "wwdr")
+        let (store, pool) = try openKeyStore(environment)
+        defer { pool.close() }
+        let info = try store.importWalletIdentity(merchantId: merchantId, kind: kind, typeIdentifier: typeIdentifier,
+                                                  certificate: certificate, privateKey: key, wwdr: wwdr)
+        struct Output: Encodable {
+            let keyId: String; let merchantId: String; let kind: String; let typeIdentifier: String; let certificateNotAfter: Date
+        }
+        printJSON(Output(keyId: info.keyId, merchantId: info.merchantId, kind: info.kind.rawValue, typeIdentifier: typeIdentifier,
+                         certificateNotAfter: info.certificateNotAfter))
+        return .success
     }
 
     /// Reads a certificate, key or token file as text, bounded (`file_unreadable` / `file_too_large`).

@@ -145,8 +145,10 @@ enum MerchantCommands {
         usage: tender merchants add --merchant-id ID --display-name NAME --domain HOST[,HOST] --country CC --currencies USD[,EUR]
                tender merchants list
                tender merchants update --merchant-id ID [--display-name NAME] [--domain HOST[,HOST]] [--currencies USD[,EUR]]
+                                       [--order-management-url https://…]
         add registers a merchant; list prints every merchant; update changes the given fields (the domains
-        and currencies given replace the old lists; sessions already created keep their payment request).
+        and currencies given replace the old lists; sessions already created keep their payment request;
+        --order-management-url is where new Wallet orders send the shopper, default https://{first domain}/).
         Each prints JSON.
         """
 
@@ -175,20 +177,32 @@ enum MerchantCommands {
             struct Output: Encodable { let merchants: [Merchant] }
             Console.json(Output(merchants: try MerchantStore(pool: pool).list()))
         case "update":
-            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "display-name", "domain", "currencies"])
+            let args = try Arguments(Array(argv.dropFirst()), options: ["merchant-id", "display-name", "domain", "currencies",
+                                                                        "order-management-url"])
             if args.wantsHelp { Console.out(help); return .success }
             try args.expectPositionals(0)
             let merchantId = try args.required("merchant-id")
             let displayName = args.value("display-name")
             let domains = args.value("domain") == nil ? nil : try args.list("domain")
             let currencies = args.value("currencies") == nil ? nil : try args.list("currencies")
-            guard displayName != nil || domains != nil || currencies != nil else {
-                throw UsageError(message: "give at least one of --display-name, --domain, --currencies")
+            let orderManagementURL = args.value("order-management-url")
+            guard displayName != nil || domains != nil || currencies != nil || orderManagementURL != nil else {
+                throw UsageError(message: "give at least one of --display-name, --domain, --currencies, --order-management-url")
             }
             let (_, pool) = try TenderCLI.openDatabase(environment)
             defer { pool.close() }
-            Console.json(try MerchantStore(pool: pool).update(merchantId: merchantId, displayName: displayName,
-                                                              domains: domains, currencies: currencies))
+            if let orderManagementURL {
+                try WalletOrders.setOrderManagementURL(orderManagementURL, merchantId: merchantId, pool: pool)
+            }
+            let store = MerchantStore(pool: pool)
+            guard displayName != nil || domains != nil || currencies != nil else {
+                guard let merchant = try store.merchant(id: merchantId) else {
+                    throw TenderError("merchant_not_found", "no merchant \(merchantId)")
+                }
+                Console.json(merchant)
+                return .success
+            }
+            Console.json(try store.update(merchantId: merchantId, displayName: displayName, domains: domains, currencies: currencies))
         default:
             throw UsageError(message: "unknown subcommand \(sub)")
         }
@@ -254,7 +268,9 @@ enum SandboxCommands {
         (later runs print nothing new; more keys: `tender api-keys create`). It also writes a sandbox Apple
         stand-in to $TENDER_DATA_DIR/sandbox and imports its processing key for the sandbox merchant, once,
         so tokens from `tender sandbox token --dir $TENDER_DATA_DIR/sandbox` decrypt when the server runs
-        with TENDER_APPLE_ROOTS=$TENDER_DATA_DIR/sandbox/root.pem (as `make run` does).
+        with TENDER_APPLE_ROOTS=$TENDER_DATA_DIR/sandbox/root.pem (as `make run` does). And it writes a
+        sandbox WWDR stand-in to $TENDER_DATA_DIR/sandbox/wallet with one order-type and one pass-type
+        identity for the sandbox merchant, so paid sandbox sessions get Wallet orders.
         """
 
     /// The demo store's coupon (`DemoCatalog.couponCode`, 10 % off) for the sandbox merchant, once.
@@ -296,6 +312,7 @@ enum SandboxCommands {
                 Console.out("tender: sandbox API key (shown once): \(key.secret)")
             }
             try bootstrapSandboxKeys(configuration: configuration, pool: pool)
+            try WalletSandbox.bootstrap(configuration: configuration, pool: pool, merchantId: sandboxMerchantId)
             try bootstrapDemoCoupon(pool: pool)
             return .success
         default:

@@ -10,6 +10,13 @@ public enum MerchantKeyKind: String, Sendable, Codable {
     case processing
     /// Merchant-identity certificate + key: mutual TLS for merchant validation.
     case identity
+    /// Wallet order-type identity: signs `.order` packages, APNs client certificate (CONTRACT §7).
+    case orderType = "order-type"
+    /// Wallet pass-type identity: signs `.pkpass` packages, APNs client certificate (CONTRACT §7).
+    case passType = "pass-type"
+
+    /// True for the Wallet signing identities (they carry a type identifier and a WWDR certificate).
+    public var isWallet: Bool { self == .orderType || self == .passType }
 }
 
 /// A stored key as listings show it: never any private key material.
@@ -25,6 +32,8 @@ public struct StoredKeyInfo: Sendable, Codable, Equatable {
     public let status: String
     public let createdAt: Date
     public let retiredAt: Date?
+    /// The order or pass type identifier of a Wallet identity.
+    public var typeIdentifier: String? = nil
 }
 
 /// The merchant-identity certificate and key for mutual TLS with Apple's gateway.
@@ -104,6 +113,9 @@ public final class KeyStore: Sendable {
     /// As above with the certificate as Apple's portal hands it out (`.cer`, DER) or as PEM.
     public func importKey(merchantId: String, certificate certificateBytes: [UInt8], privateKey keyText: String,
                           kind: MerchantKeyKind) throws -> StoredKeyInfo {
+        guard !kind.isWallet else {
+            throw TenderError("type_identifier_required", "Wallet identities are imported with --type-identifier and --wwdr")
+        }
         let certificate = try Self.parseCertificate(certificateBytes)
         let key: PrivateKey
         do { key = try PrivateKey(pemOrBase64: keyText) } catch {
@@ -266,7 +278,7 @@ public final class KeyStore: Sendable {
         return merchantKey.publicKeyHashBase64
     }
 
-    private func seal(_ key: PrivateKey, keyId: String, merchantId: String, kind: MerchantKeyKind) throws -> [UInt8] {
+    func seal(_ key: PrivateKey, keyId: String, merchantId: String, kind: MerchantKeyKind) throws -> [UInt8] {
         let pkcs8: SecretBytes
         do { pkcs8 = try key.pkcs8DER() } catch { throw TenderError("private_key_invalid", "cannot encode the key as PKCS#8") }
         do {
@@ -302,6 +314,8 @@ public final class KeyStore: Sendable {
                         UPDATE merchant_keys SET status = 'retired', retired_at = now()
                         WHERE merchant_id = $1 AND kind = 'identity' AND status = 'active'
                         """, [merchantId])
+                case .orderType, .passType:
+                    throw TenderError("type_identifier_required", "Wallet identities are stored by importWalletIdentity")
                 }
                 _ = try conn.execute("""
                     INSERT INTO merchant_keys (key_id, merchant_id, kind, public_key_hash, certificate_pem,
@@ -315,7 +329,7 @@ public final class KeyStore: Sendable {
         }
     }
 
-    private func info(keyId: String, merchantId: String) throws -> StoredKeyInfo {
+    func info(keyId: String, merchantId: String) throws -> StoredKeyInfo {
         guard let info = try list(merchantId: merchantId).first(where: { $0.keyId == keyId }) else {
             throw TenderError("key_not_found", "imported key \(keyId) not found")
         }
@@ -326,7 +340,7 @@ public final class KeyStore: Sendable {
 
     static let listColumns: SQL = """
         SELECT key_id, merchant_id, kind, public_key_hash, certificate_pem, certificate_not_after, status,
-               created_at, retired_at
+               created_at, retired_at, type_identifier
         FROM merchant_keys WHERE ($1 = '' OR merchant_id = $1) ORDER BY merchant_id, created_at, key_id
         """
 
@@ -342,7 +356,8 @@ public final class KeyStore: Sendable {
             return StoredKeyInfo(keyId: try row.decode("key_id"), merchantId: try row.decode("merchant_id"), kind: kind,
                                  publicKeyHash: try row.decodeIfPresent("public_key_hash"), certificateSubject: subject,
                                  certificateNotAfter: try row.decode("certificate_not_after"), status: try row.decode("status"),
-                                 createdAt: try row.decode("created_at"), retiredAt: try row.decodeIfPresent("retired_at"))
+                                 createdAt: try row.decode("created_at"), retiredAt: try row.decodeIfPresent("retired_at"),
+                                 typeIdentifier: try row.decodeIfPresent("type_identifier"))
         }
     }
 
@@ -428,7 +443,7 @@ public final class KeyStore: Sendable {
         return MerchantIdentityKey(keyId: keyId, certificatePEM: try row.decode("certificate_pem"), privateKeyPEM: pem)
     }
 
-    private func unseal(_ row: PostgresRow, keyId: String, merchantId: String, kind: MerchantKeyKind) throws -> PrivateKey {
+    func unseal(_ row: PostgresRow, keyId: String, merchantId: String, kind: MerchantKeyKind) throws -> PrivateKey {
         let sealed: [UInt8] = try row.decode("private_key_sealed")
         let der: SecretBytes
         do {

@@ -23,7 +23,8 @@ extension TenderApp {
         ]
         services.append(payments.resolverService)
         services.append(makeWebhookSender(now: now))
-        // Next: the push sender (a `Service`), appended here.
+        services.append(walletPushService.service(now: now))
+        // A new background feature (a `Service`) is appended here, before the HTTP server.
         services.append(HTTPServerService(server: server, drainDeadlineMilliseconds: configuration.limits.drainDeadlineMilliseconds,
                                           logger: logger))
         return services

@@ -159,4 +159,6 @@ struct AuthorizationResult: Encodable {
 
     let status: Int
     let errors: [SheetError]
+    /// The Wallet order of a succeeded payment (CONTRACT §7); absent otherwise (never on a refusal).
+    var orderDetails: WalletOrderDetails? = nil
 }

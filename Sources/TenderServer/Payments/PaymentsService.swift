@@ -389,7 +389,8 @@ public final class PaymentsService: Sendable {
                 recorded = payment
             }
             guard let payment = recorded else { throw PaymentProblems.internalError }
-            let response = Self.paymentResponse(payment)
+            let orderDetails = payment.status == .succeeded ? try WalletOrders.details(forPayment: paymentId, on: conn) : nil
+            let response = Self.paymentResponse(payment, orderDetails: orderDetails)
             if let key = payment.idempotencyKey, payment.status.isFinal {
                 try KeyClaim.finish(conn: conn, merchantId: payment.merchantId, key: key, response: response)
             }
@@ -436,11 +437,13 @@ public final class PaymentsService: Sendable {
     }
 
     /// The payment result: 200 when the processor answered, 202 while the answer is unknown.
-    static func paymentResponse(_ payment: PaymentRecord) -> HTTPResponse {
+    static func paymentResponse(_ payment: PaymentRecord, orderDetails: WalletOrderDetails? = nil) -> HTTPResponse {
+        let succeeded = payment.status == .succeeded
         // A payment result is written once, when the outcome is known: nothing is refunded yet.
-        .json(PaymentResult(payment: PaymentView(payment, amountRefundedMinor: 0),
-                            authorizationResult: AuthorizationResult(status: payment.status == .succeeded ? 0 : 1, errors: [])),
-              status: payment.status.isFinal ? 200 : 202)
+        return .json(PaymentResult(payment: PaymentView(payment, amountRefundedMinor: 0),
+                                   authorizationResult: AuthorizationResult(status: succeeded ? 0 : 1, errors: [],
+                                                                            orderDetails: succeeded ? orderDetails : nil)),
+                     status: payment.status.isFinal ? 200 : 202)
     }
 
     /// A fresh id of `prefix` (`PrefixedIdentifier`) from the CSPRNG.

@@ -114,7 +114,8 @@ extension TenderApp {
             let id = request.pathParameters["id"] ?? ""
             let changes = try self.validatedChanges(try StrictBody<WebhookEndpointInput>.decode(request.body), creating: false)
             let record = try self.pool.transaction {
-                try WebhookEndpointStore.update(merchantId: merchant.merchantId, endpointId: id, changes: changes, on: $0, now: Date())
+                try WebhookEndpointStore.update(merchantId: merchant.merchantId, endpointId: id, changes: changes,
+                                                 on: $0, now: self.clock.now())
             }
             return .json(WebhookEndpointView(record))
         }))
@@ -128,7 +129,7 @@ extension TenderApp {
             let id = request.pathParameters["id"] ?? ""
             let box = self.webhookSecretBox
             let secret = try self.pool.transaction {
-                try WebhookEndpointStore.rotate(merchantId: merchant.merchantId, endpointId: id, box: box, on: $0, now: Date())
+                try WebhookEndpointStore.rotate(merchantId: merchant.merchantId, endpointId: id, box: box, on: $0, now: self.clock.now())
             }
             return .json(["secret": secret])
         }))
@@ -140,7 +141,7 @@ extension TenderApp {
             let input = try StrictBody<RedeliverInput>.decode(request.body)
             try self.pool.transaction {
                 try WebhookEndpointStore.redeliver(merchantId: merchant.merchantId, eventId: eventId,
-                                                   endpointId: input.endpointId, on: $0, now: Date())
+                                                   endpointId: input.endpointId, on: $0, now: self.clock.now())
             }
             _ = try? self.pool.execute("SELECT pg_notify('tender_events', $1)", [merchant.merchantId])
             struct Accepted: Encodable { let eventId: String; let endpointId: String; let status: String }
@@ -161,7 +162,7 @@ extension TenderApp {
         let sealed = try webhookSecretBox.seal(secret, endpointId: endpointId, merchantId: merchant.merchantId, version: 1)
         let record = try pool.transaction {
             try WebhookEndpointStore.create(merchantId: merchant.merchantId, endpointId: endpointId, changes: changes,
-                                            sealed: sealed, on: $0, now: Date())
+                                            sealed: sealed, on: $0, now: self.clock.now())
         }
         return .json(WebhookEndpointView(record, secret: secret), status: 201)
     }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPClient
 import Observability
 import Postgres
+import Time
 
 /// Wakes idle workers when a `tender_events` notification arrives (an event or a redelivery committed).
 final class WebhookWakeup: @unchecked Sendable {
@@ -48,7 +49,7 @@ final class WebhookSender: Service {
     private let threads: [ThreadService]
 
     init(pool: PostgresPool, settings: WebhookSettings, box: WebhookSecretBox, logger: Logger,
-         now: @escaping @Sendable () -> Date = { Date() }) {
+         now: @escaping @Sendable () -> Date = { Clock.system.now() }) {
         self.pool = pool
         self.settings = settings
         self.box = box

@@ -234,7 +234,11 @@ struct KeysCLITests {
         let second = try runTender(["sandbox", "bootstrap"], environment: env)
         #expect(second.status == 0 && !second.stdout.contains("imported"))
         let keys = try #require(try jsonObject(try runTender(["keys", "list"], environment: env).stdout)["keys"] as? [[String: Any]])
-        #expect(keys.count == 1)
+        // One processing key, and the Wallet order-type and pass-type identities (CONTRACT §7).
+        #expect(keys.filter { $0["kind"] as? String == "processing" }.count == 1)
+        #expect(Set(keys.compactMap { $0["typeIdentifier"] as? String }) == [WalletSandbox.orderTypeIdentifier,
+                                                                                WalletSandbox.passTypeIdentifier])
+        #expect(keys.count == 3)
 
         // A session's amount, currency and applicationData come from the database.
         let pool = PostgresPoolBox(url)

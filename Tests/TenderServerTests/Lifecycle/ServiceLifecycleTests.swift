@@ -102,7 +102,7 @@ func threadNames() -> [String] {
 struct ServeLifecycleTests {
     /// Every service of `serve`, in start order.
     static let services = ["log-flush", "finance-ingest", "finance-hub", "settlement-effects", "checkout-expiry",
-                           "resolver", "webhooks", "http"]
+                           "resolver", "webhooks", "wallet-push", "http"]
 
     @Test func serveStartsEveryServiceInOrderAndStopsThemInReverseOnSIGTERM() throws {
         let url = try TestEnvironment.freshDatabase("life_serve")
