@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+public import Foundation
 
 /// A Wallet signing identity: the order-type or pass-type certificate Apple issued, its private key,
 /// and Apple's WWDR intermediate that signed it (carried in every signature).

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Time
 import Postgres
 
 /// A local stand-in for Apple's WWDR authority (CONTRACT §7, `tender sandbox bootstrap`): a root, a
@@ -53,7 +54,7 @@ enum WalletSandbox {
                              onCreate: { Console.err("tender: created a new master key at \($0) (mode 0600)") })
         let existing = try store.list(merchantId: merchantId).filter { $0.kind.isWallet && $0.status == "active" }
         guard existing.isEmpty else { return }
-        let files = try make(now: Clock.system.now())
+        let files = try make(now: Time.Clock.system.now())
         let directory = configuration.dataDirectory + "/sandbox/wallet"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try Data(files.root.pem.utf8).write(to: URL(fileURLWithPath: directory + "/wwdr-root.pem"))
