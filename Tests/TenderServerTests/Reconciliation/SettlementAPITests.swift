@@ -73,10 +73,13 @@ struct SettlementAPITests {
     static let lagSeconds = 4.0
 
     /// Issue 15 item 5: a report larger than `SettlementReportStore.effectsInlineLinesMax` answers once
-    /// stored, with `effectsPending: true`; the background worker then applies every effect once.
+    /// stored, with `effectsPending: true`; the settlement-effects service then applies every effect once.
     @Test func aLargeReportAnswersOnceStoredAndItsEffectsFollow() throws {
         let h = try PaymentsHarness(prefix: "recon_big", settlement: true)
         defer { h.stop() }
+        // The settlement-effects service, as `serve` runs it: the import wakes it.
+        try h.app.settlementEffects.start()
+        defer { _ = h.app.settlementEffects.stop(deadline: .now.advanced(by: .seconds(10))) }
         let lines = SettlementReportStore.effectsInlineLinesMax + 1
         var csv = genericHeader
         for i in 1...lines {
