@@ -44,12 +44,16 @@ enum EventOutbox {
                                      data: .init(object: object))
         let body = try JSONCoding.encoder.encode(envelope)
         precondition(body.count <= bodyBytesMax, "an event body outgrew its limit")
-        _ = try conn.execute("""
-            INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
-            VALUES ($1, $2, $3, $4, $5, $6)
+        // One round trip: the row, and the notification that wakes delivery on any node at commit (a NOTIFY
+        // inside a transaction is sent only if it commits).
+        _ = try conn.query("""
+            WITH inserted AS (
+                INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                RETURNING merchant_id
+            )
+            SELECT pg_notify('tender_events', merchant_id) FROM inserted
             """, [eventId, merchantId, type.rawValue, objectId, now, String(decoding: body, as: UTF8.self)])
-        // Wakes delivery on any node at commit (a NOTIFY inside a transaction is sent only if it commits).
-        _ = try conn.execute("SELECT pg_notify('tender_events', $1)", [merchantId])
         return eventId
     }
 }

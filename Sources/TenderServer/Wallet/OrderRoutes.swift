@@ -20,13 +20,8 @@ extension TenderApp {
             try self.registerOrderDevice(request, register: false)
         })
         router.add("GET", base + "/devices/{deviceId}/registrations/{typeId}", guarded { [self] request in
-            let device = try WalletWebService.identifier(request, "deviceId")
-            let typeId = try WalletWebService.identifier(request, "typeId")
-            let since = WalletWebService.sinceTag(request, "ordersModifiedSince")
-            let changed = try pool.withConnection {
-                try WalletRegistrations.changed(kind: .order, device: device, typeIdentifier: typeId, since: since, on: $0)
-            }
-            guard !changed.identifiers.isEmpty else { return HTTPResponse(status: 204) }
+            guard let changed = try WalletWebService.changedSince(request, kind: .order, tagParameter: "ordersModifiedSince",
+                                                                  pool: pool) else { return HTTPResponse(status: 204) }
             struct Body: Encodable { let orderIdentifiers: [String]; let lastModified: String }
             return .json(Body(orderIdentifiers: changed.identifiers, lastModified: String(changed.tag)))
         })

@@ -27,13 +27,8 @@ extension TenderApp {
             try self.registerPassDevice(request, register: false)
         })
         router.add("GET", base + "/devices/{deviceId}/registrations/{typeId}", guarded { [self] request in
-            let device = try WalletWebService.identifier(request, "deviceId")
-            let typeId = try WalletWebService.identifier(request, "typeId")
-            let since = WalletWebService.sinceTag(request, "passesUpdatedSince")
-            let changed = try pool.withConnection {
-                try WalletRegistrations.changed(kind: .pass, device: device, typeIdentifier: typeId, since: since, on: $0)
-            }
-            guard !changed.identifiers.isEmpty else { return HTTPResponse(status: 204) }
+            guard let changed = try WalletWebService.changedSince(request, kind: .pass, tagParameter: "passesUpdatedSince",
+                                                                  pool: pool) else { return HTTPResponse(status: 204) }
             struct Body: Encodable { let serialNumbers: [String]; let lastUpdated: String }
             return .json(Body(serialNumbers: changed.identifiers, lastUpdated: String(changed.tag)))
         })

@@ -6,6 +6,19 @@ import Postgres
 
 /// Shared pieces of Apple's two Wallet web services (Order web service, PassKit web service).
 enum WalletWebService {
+    /// The "changed since a tag" list of both web services (`devices/{deviceId}/registrations/{typeId}`):
+    /// the identifiers of `kind` registered to the device and changed after the tag, or nil (answered 204).
+    static func changedSince(_ request: HTTPRequest, kind: WalletObjectKind, tagParameter: String,
+                             pool: PostgresPool) throws -> (identifiers: [String], tag: Int64)? {
+        let device = try identifier(request, "deviceId")
+        let typeId = try identifier(request, "typeId")
+        let since = sinceTag(request, tagParameter)
+        let changed = try pool.withConnection {
+            try WalletRegistrations.changed(kind: kind, device: device, typeIdentifier: typeId, since: since, on: $0)
+        }
+        return changed.identifiers.isEmpty ? nil : changed
+    }
+
     /// Largest body of a register or log request (a push token, a few log lines).
     static let bodyBytesMax = 65_536
     /// Log lines accepted per `POST v1/log`, and characters per line logged.
