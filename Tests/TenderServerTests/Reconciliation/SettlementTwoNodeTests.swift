@@ -20,8 +20,8 @@ struct SettlementTwoNodeTests {
     static let now = Date(timeIntervalSince1970: 1_796_000_000)
     static let merchants = ["merchant.twonode.a", "merchant.twonode.b"]
     static let paymentsPerMerchant = 20
-    /// Three chunks of fees per report: with the matched payments' and the payout's, five chunks with effects.
-    static let feeLines = 2_500
+    /// Two chunks of fees per report: with the matched payments' and the payout's, four chunks with effects.
+    static let feeLines = 1_500
     /// Reports above this many lines leave their effects pending (`SettlementReportStore.effectsInlineLinesMax`
     /// over HTTP; lowered here so the test stays quick with the same path).
     static let inlineLinesMax = 1_000

@@ -30,18 +30,25 @@ struct WalletPushTwoNodeTests {
     }
 
     /// Runs both senders on their own threads until nothing is owed (or 20 s have passed); `startDelays`
-    /// in milliseconds per node. Returns the pushes each node tried.
-    private static func drain(_ w: WalletHarness, _ nodes: [WalletPushService], startDelays: [Int]) -> [Int] {
+    /// in milliseconds per node. In `lockstep`, every pass of each node starts at the same moment (the
+    /// claims race). Returns the pushes each node tried.
+    private static func drain(_ w: WalletHarness, _ nodes: [WalletPushService], startDelays: [Int],
+                              lockstep: Bool = false) -> [Int] {
         let deadline = Date().addingTimeInterval(20)
         let pool = w.payments.pool
+        let barrier = Barrier(parties: nodes.count)
         return concurrently(nodes.count) { index in
             usleep(UInt32(startDelays[index]) * 1_000)
             var tried = 0
             while Date() < deadline {
+                if lockstep { barrier.wait() }
                 tried += (try? nodes[index].runOnce(now: Date())) ?? 0
+                // In lockstep both nodes read the queue between the same two passes, so both stop together.
+                if lockstep { barrier.wait() }
                 let owed = try? pool.query("SELECT count(*)::bigint AS n FROM wallet_pushes").first?.decode("n", as: Int64.self)
+                if lockstep { barrier.wait() }
                 if owed == 0 { break }
-                usleep(20_000)
+                if !lockstep { usleep(20_000) }
             }
             return tried
         }
@@ -63,7 +70,7 @@ struct WalletPushTwoNodeTests {
         let w = try WalletHarness(prefix: "wallet_two", sandbox: sandbox,
                                   environment: ["TENDER_APNS_URL": "https://127.0.0.1:\(apns.port)", "TENDER_APNS_CA_FILE": apns.caFile])
         defer { w.stop() }
-        let okTokens = (0..<24).map { "aa\($0)" }
+        let okTokens = (0..<34).map { "aa\($0)" }
         let goneTokens = (0..<6).map { "gone\($0)" }
         try Self.owedPushes(w, tokens: okTokens + goneTokens, key: "wallet-two-1")
 
@@ -72,13 +79,13 @@ struct WalletPushTwoNodeTests {
         defer { poolB.close() }
         let logs = PaymentLogCapture()
         let configuration = w.payments.app.configuration.wallet
-        // Small batches, so the two nodes take turns on the same queue rather than one taking it all.
+        // Small batches claimed by both nodes at the same moment, pass after pass, on the same queue.
         let nodes = [
-            WalletPushService(pool: w.payments.pool, keys: w.keyStore, configuration: configuration, logger: logs.logger, batchMax: 3),
+            WalletPushService(pool: w.payments.pool, keys: w.keyStore, configuration: configuration, logger: logs.logger, batchMax: 2),
             WalletPushService(pool: poolB, keys: KeyStore(pool: poolB, masterKeyFile: w.masterKeyFile), configuration: configuration,
-                              logger: logs.logger, batchMax: 3),
+                              logger: logs.logger, batchMax: 2),
         ]
-        let tried = Self.drain(w, nodes, startDelays: [0, 0])
+        let tried = Self.drain(w, nodes, startDelays: [0, 0], lockstep: true)
         print("measure wallet push two nodes: node A tried \(tried[0]), node B tried \(tried[1])")
         #expect(tried.reduce(0, +) == okTokens.count + goneTokens.count)
 
@@ -128,5 +135,29 @@ struct WalletPushTwoNodeTests {
         #expect(try w.payments.scalar("SELECT count(*)::bigint AS n FROM wallet_pushes") == 0)
         // Delivered pushes leave their registrations.
         #expect(try w.payments.scalar("SELECT count(*)::bigint AS n FROM wallet_registrations") == Int64(tokens.count))
+    }
+}
+
+/// Holds each of `parties` threads in `wait()` until all of them have arrived; reusable.
+private final class Barrier: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let parties: Int
+    private var arrived = 0
+    private var generation = 0
+
+    init(parties: Int) { self.parties = parties }
+
+    func wait() {
+        condition.lock()
+        defer { condition.unlock() }
+        let mine = generation
+        arrived += 1
+        if arrived == parties {
+            arrived = 0
+            generation += 1
+            condition.broadcast()
+            return
+        }
+        while generation == mine { condition.wait() }
     }
 }
