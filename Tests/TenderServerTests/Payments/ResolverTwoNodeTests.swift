@@ -11,21 +11,35 @@ import Testing
 @Suite(.serialized, .enabled(if: TestEnvironment.hasDatabase, "needs TENDER_TEST_DATABASE_URL (make test)"))
 struct ResolverTwoNodeTests {
     @Test func twoResolversResolveEachPendingPaymentOnce() throws {
+        try Self.twoResolvers(prefix: "pay_two_resolvers", count: 16, keyless: false)
+    }
+
+    /// A pending payment without an Idempotency-Key (a row from before keys were required, or restored
+    /// by hand): no key lease guards it, so the resolver's claim of the row itself must be won by one node.
+    @Test func twoResolversResolveAPaymentWithoutAKeyOnce() throws {
+        try Self.twoResolvers(prefix: "pay_two_keyless", count: 8, keyless: true)
+    }
+
+    private static func twoResolvers(prefix: String, count: Int, keyless: Bool) throws {
         // The simulator answers every call slowly, so both resolvers are inside a pass at the same time.
         var rules = SimulatorRules()
         rules.latencyMilliseconds = 40
-        let h = try PaymentsHarness(prefix: "pay_two_resolvers", rules: rules)
+        let h = try PaymentsHarness(prefix: prefix, rules: rules)
         defer { h.stop() }
         // Amounts ending in 08: the simulator charges, then loses the answer of the first call per key.
         var paymentIds: [String] = []
-        for i in 0..<16 {
+        for i in 0..<count {
             let s = try h.session(totalMinor: 1_008 + Int64(i) * 100)
-            let response = try h.pay(s, token: try h.token(for: s), key: "two-resolvers-\(i)")
+            let response = try h.pay(s, token: try h.token(for: s), key: "\(prefix)-\(i)")
             try #require(response.status == 202, "\(response.text)")
             try #require(response.payment?["status"] as? String == "pending")
             paymentIds.append(try #require(response.payment?["id"] as? String))
         }
         for id in paymentIds { try #require(try h.simulatorCalls(paymentId: id) == 1) }
+        if keyless {
+            _ = try h.pool.execute("UPDATE payments SET idempotency_key = NULL WHERE payment_id = ANY($1::text[])",
+                               [PGArray.text(paymentIds)])
+        }
 
         // Node B: another pool on the same database, its own verifier, simulator client and subscriber.
         let poolB = PostgresPool(configuration: h.pool.configuration)
@@ -51,7 +65,8 @@ struct ResolverTwoNodeTests {
         #expect(pending == 0)
 
         let resolvedByA = h.sink.count, resolvedByB = sinkB.count
-        print("measure two resolvers: node A resolved \(resolvedByA), node B resolved \(resolvedByB) of \(paymentIds.count)")
+        print("measure two resolvers (keyless \(keyless)): node A resolved \(resolvedByA), node B resolved \(resolvedByB)"
+              + " of \(paymentIds.count)")
         // Each payment's outcome was recorded by exactly one node, once.
         #expect(resolvedByA + resolvedByB == paymentIds.count)
         let recorded = (h.sink.events + sinkB.events).compactMap { event -> String? in
