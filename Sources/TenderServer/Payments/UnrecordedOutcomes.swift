@@ -192,20 +192,26 @@ extension PaymentsService {
         return payments + refunds
     }
 
-    /// The resolver's claim of a pending row (inside its locking transaction): the key, when there is one,
-    /// unless a request holds it; then the row's next attempt is deferred by the key lock's length.
+    /// The resolver's claim of a pending row (inside its locking transaction): the row only while it is
+    /// still due (a conditional update only one node wins: another node's resolver that listed it too finds
+    /// it deferred, with or without a key), its next attempt deferred by the key lock's length; then the
+    /// key, when there is one, unless a request holds it.
     func claimForResolver(_ subject: OutcomeSubject, merchantId: String, idempotencyKey: String?,
                           on conn: PostgresConnection) throws -> Bool {
-        if let idempotencyKey {
-            guard try KeyClaim.takeOver(conn: conn, merchantId: merchantId, key: idempotencyKey,
-                                        lockMilliseconds: settings.keyLockMilliseconds) else { return false }
-        }
         let sql: SQL = switch subject {
-        case .payment: "UPDATE payments SET next_resolve_at = now() + $2 * interval '1 millisecond' WHERE payment_id = $1"
-        case .refund: "UPDATE refunds SET next_resolve_at = now() + $2 * interval '1 millisecond' WHERE refund_id = $1"
+        case .payment: """
+            UPDATE payments SET next_resolve_at = now() + $2 * interval '1 millisecond'
+             WHERE payment_id = $1 AND next_resolve_at <= now()
+            """
+        case .refund: """
+            UPDATE refunds SET next_resolve_at = now() + $2 * interval '1 millisecond'
+             WHERE refund_id = $1 AND next_resolve_at <= now()
+            """
         }
-        _ = try conn.execute(sql, [subject.id, settings.keyLockMilliseconds])
-        return true
+        guard try conn.execute(sql, [subject.id, settings.keyLockMilliseconds]) == 1 else { return false }
+        guard let idempotencyKey else { return true }
+        return try KeyClaim.takeOver(conn: conn, merchantId: merchantId, key: idempotencyKey,
+                                     lockMilliseconds: settings.keyLockMilliseconds)
     }
 
     /// An unknown outcome (`OutcomePhases` `.retryLater`): one more attempt counted, the next one backed

@@ -2,13 +2,15 @@
 """A local stand-in for APNs (tests only): HTTP/2 over TLS on 127.0.0.1, a client certificate required
 and verified against --client-ca. Prints its port, then appends one JSON line per request to --log
 with the path, method, apns-topic, body and the client certificate's common name. A device token
-containing "gone" is answered 410 Unregistered, one containing "busy" 503, anything else 200."""
+containing "gone" is answered 410 Unregistered, one containing "busy" 503, anything else 200; one
+containing "slow" is answered after 0.3 s (a slow APNs)."""
 import argparse
 import json
 import socket
 import ssl
 import sys
 import threading
+import time
 
 import h2.config
 import h2.connection
@@ -37,6 +39,8 @@ def serve_connection(sock, log, lock):
                 headers = stream["headers"]
                 path = headers.get(":path", "")
                 status = 410 if "gone" in path else 503 if "busy" in path else 200
+                if "slow" in path:
+                    time.sleep(0.3)
                 body = b'{"reason":"Unregistered"}' if status == 410 else b""
                 with lock:
                     log.write(json.dumps({"path": path, "method": headers.get(":method"), "topic": headers.get("apns-topic"),
