@@ -9,6 +9,10 @@
       PostgreSQL process of that member, SIGKILL) and one Tender node (SIGKILL). Every request without
       an answer is sent again with its Idempotency-Key. Then it waits for the resolver and the finance
       feed and checks the database; prints the CONTRACT line; exit 1 on any loss or double charge.
+  cluster-driver.py chaos ...
+      make chaos: one measure line per fault (kill -9 of a node, PostgreSQL immediate stop, slow clients,
+      with --partition-netns an app-database partition of one node made with nftables in its network
+      namespace, and Schemathesis through HAProxy during such a partition), then the same database checks.
 """
 import argparse
 import http.client
@@ -881,6 +885,8 @@ def main():
     chaos.add_argument("--schemathesis-seconds", type=float, default=60, help="0: no Schemathesis run")
     chaos.add_argument("--only", default="", help="a subset of kill,pgstop,slow,partition,schemathesis")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so a partition in force is healed (finally) before the script's cleanup.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     commands = {"wait-cluster": cmd_wait_cluster, "run": cmd_run, "chaos": cmd_chaos}
     return commands[args.command](args)
 
