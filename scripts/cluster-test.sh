@@ -68,28 +68,23 @@ net_octet=$(( (base / 40) % 64 * 4 ))
 netns_host_addr="192.0.2.$((net_octet + 1))"; netns_node_addr="192.0.2.$((net_octet + 2))"
 node_hosts=(127.0.0.1 127.0.0.1 127.0.0.1)
 db_hosts=(127.0.0.1 127.0.0.1 127.0.0.1)
-if [ "$mode" = chaos ] && [ "$(id -u)" -eq 0 ] && command -v nft >/dev/null && ip netns list >/dev/null 2>&1; then
-  netns=$netns_name
-  node_hosts[2]=$netns_node_addr
-  db_hosts[2]=$netns_host_addr
-elif [ "$mode" = chaos ]; then
-  echo "cluster-test: the partition case needs root, nftables (scripts/deps.sh) and ip netns; it is skipped" >&2
-fi
 netns_down() {  # also what an interrupted earlier run left
   [ "$(id -u)" -eq 0 ] || return 0
   # Deleting the namespace takes its veth end, the host's end and its nftables rules along.
   ip netns del "$netns_name" 2>/dev/null || true
   ip link del "$veth_host" 2>/dev/null || true
 }
-netns_up() {
+netns_up() {  # the namespace, its veth pair, and proof that nftables works in it
   netns_down
-  ip netns add "$netns"
-  ip link add "$veth_host" type veth peer name "$veth_node" netns "$netns"
-  ip addr add "$netns_host_addr/30" dev "$veth_host"
-  ip link set "$veth_host" up
-  ip -n "$netns" addr add "$netns_node_addr/30" dev "$veth_node"
-  ip -n "$netns" link set "$veth_node" up
-  ip -n "$netns" link set lo up
+  ip netns add "$netns_name" &&
+    ip link add "$veth_host" type veth peer name "$veth_node" netns "$netns_name" &&
+    ip addr add "$netns_host_addr/30" dev "$veth_host" &&
+    ip link set "$veth_host" up &&
+    ip -n "$netns_name" addr add "$netns_node_addr/30" dev "$veth_node" &&
+    ip -n "$netns_name" link set "$veth_node" up &&
+    ip -n "$netns_name" link set lo up &&
+    ip netns exec "$netns_name" nft add table inet tender_probe &&
+    ip netns exec "$netns_name" nft delete table inet tender_probe
 }
 
 # The state directory must be reachable by the service user; like scripts/pg.sh, fall back to /var/tmp.
@@ -260,10 +255,18 @@ rest_csv="$(IFS=,; echo "${rest_ports[*]}")"
 
 # --- the partition's network namespace (make chaos as root): before HAProxy binds its address ------
 pg_front_bind="127.0.0.1:$pg_front"
-if [ -n "$netns" ]; then
-  netns_up
-  pg_front_bind="$pg_front_bind,$netns_host_addr:$pg_front"
-  echo "cluster-test: node3 runs in network namespace $netns ($netns_node_addr; the host is $netns_host_addr)" >&2
+if [ "$mode" = chaos ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v nft >/dev/null && netns_up 2>"$state/netns.err"; then
+    netns=$netns_name
+    node_hosts[2]=$netns_node_addr
+    db_hosts[2]=$netns_host_addr
+    pg_front_bind="$pg_front_bind,$netns_host_addr:$pg_front"
+    echo "cluster-test: node3 runs in network namespace $netns ($netns_node_addr; the host is $netns_host_addr)" >&2
+  else
+    netns_down
+    echo "cluster-test: the partition case needs root, nftables (scripts/deps.sh) and network namespaces;" \
+      "it is skipped ($(head -c 200 "$state/netns.err" 2>/dev/null))" >&2
+  fi
 fi
 
 # --- HAProxy --------------------------------------------------------------------------------------
