@@ -102,7 +102,9 @@ cluster-test: release
 	scripts/cluster-test.sh
 
 # Faults on the same cluster, one measure each: kill -9 of a node and PostgreSQL immediate stop under load,
-# slowloris and slow-body clients (not in CI).
+# slowloris and slow-body clients, an app-database partition (a node in a network namespace, nftables;
+# as root) under load, and Schemathesis through HAProxy during that partition with zero 5xx.
+# CHAOS_ONLY=partition,schemathesis runs a subset (scripts/cluster-test.sh).
 chaos: release
 	scripts/cluster-test.sh chaos
 

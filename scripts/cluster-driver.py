@@ -9,6 +9,10 @@
       PostgreSQL process of that member, SIGKILL) and one Tender node (SIGKILL). Every request without
       an answer is sent again with its Idempotency-Key. Then it waits for the resolver and the finance
       feed and checks the database; prints the CONTRACT line; exit 1 on any loss or double charge.
+  cluster-driver.py chaos ...
+      make chaos: one measure line per fault (kill -9 of a node, PostgreSQL immediate stop, slow clients,
+      with --partition-netns an app-database partition of one node made with nftables in its network
+      namespace, and Schemathesis through HAProxy during such a partition), then the same database checks.
 """
 import argparse
 import http.client
@@ -289,9 +293,9 @@ def pay_all(client, args, run_id, prepared, run, ports):
         thread.join(5)
 
 
-def probe_readyz(port):
+def probe_readyz(port, host="127.0.0.1", timeout=2):
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
         conn.request("GET", "/readyz", headers={"Host": "tender"})
         response = conn.getresponse()
         body = response.read()
@@ -324,23 +328,24 @@ def wait_settled(args, seconds):
     return last
 
 
-def check(args, run_id, run):
-    """lost: acknowledged but absent, pending, differently decided, or missing from the finance store or
-    its feed. charged twice: more than one approved authorisation for one Idempotency-Key, one session or
-    one Apple transactionId."""
+def check(args, prefix, acked):
+    """Payments whose Idempotency-Key is `prefix` + index; acked: index -> (HTTP status, payment id,
+    payment status) of those that got a 2xx. lost: acknowledged but absent, pending, differently
+    decided, or missing from the finance store or its feed. charged twice: more than one approved
+    authorisation for one Idempotency-Key, one session or one Apple transactionId."""
     rows = psql(args.psql_url, f"""
         SELECT p.idempotency_key, p.payment_id, p.status,
                EXISTS (SELECT 1 FROM finance_transaction t
                         WHERE t.merchant_id = p.merchant_id AND t.posting_key = 'payment:' || p.payment_id),
                EXISTS (SELECT 1 FROM finance_transaction t JOIN finance_feed f ON f.entity_id = t.id
                         WHERE t.merchant_id = p.merchant_id AND t.posting_key = 'payment:' || p.payment_id)
-          FROM payments p WHERE p.idempotency_key LIKE 'pay-{run_id}-%'""")
+          FROM payments p WHERE p.idempotency_key LIKE '{prefix}%'""")
     by_key = {}
     for key, payment_id, status, in_store, in_feed in rows:
         by_key.setdefault(key, []).append((payment_id, status, in_store == "t", in_feed == "t"))
     lost = []
-    for index, (http_status, payment_id, answered_status) in sorted(run.acked.items()):
-        found = by_key.get(f"pay-{run_id}-{index}", [])
+    for index, (http_status, payment_id, answered_status) in sorted(acked.items()):
+        found = by_key.get(f"{prefix}{index}", [])
         match = [f for f in found if f[0] == payment_id]
         if not match:
             lost.append((index, "absent"))
@@ -356,14 +361,14 @@ def check(args, run_id, run):
         WITH charged AS (
             SELECT p.idempotency_key, p.session_id, p.apple_transaction_id
               FROM simulator_authorizations a JOIN payments p ON p.payment_id = a.payment_id
-             WHERE a.kind = 'authorization' AND a.decision = 'approve' AND p.idempotency_key LIKE 'pay-{run_id}-%')
+             WHERE a.kind = 'authorization' AND a.decision = 'approve' AND p.idempotency_key LIKE '{prefix}%')
         SELECT (SELECT count(*) FROM (SELECT 1 FROM charged GROUP BY idempotency_key HAVING count(*) > 1) k)
              + (SELECT count(*) FROM (SELECT 1 FROM charged GROUP BY session_id HAVING count(*) > 1) s)
              + (SELECT count(*) FROM (SELECT 1 FROM charged WHERE apple_transaction_id IS NOT NULL
                                        GROUP BY apple_transaction_id HAVING count(*) > 1) t),
                (SELECT count(*) FROM payments WHERE status = 'pending'),
                (SELECT coalesce(max(calls), 0) FROM simulator_authorizations a JOIN payments p USING (payment_id)
-                 WHERE p.idempotency_key LIKE 'pay-{run_id}-%')""")[0]
+                 WHERE p.idempotency_key LIKE '{prefix}%')""")[0]
     return lost, int(twice[0]), int(twice[1]), int(twice[2])
 
 
@@ -390,7 +395,7 @@ def cmd_run(args):
     except (RuntimeError, ValueError, IndexError) as error:
         log(f"no WAL figure: {error}")
     log(f"after the resolver and the finance feed: pending, unfed = {settled}")
-    lost, twice, pending, max_calls = check(args, run_id, run)
+    lost, twice, pending, max_calls = check(args, f"pay-{run_id}-", run.acked)
     failover = (run.first_write_after_kill - run.kill_primary_at) if run.first_write_after_kill and run.kill_primary_at else -1
     for index, why in lost[:10]:
         log(f"lost: payment {index}: {why}")
@@ -420,9 +425,10 @@ def cmd_run(args):
 
 # --- make chaos ---------------------------------------------------------------------------------------
 
-def load_until(client, prepared, start_index, stop, run_id, concurrency, results, per_phase=300):
+def load_until(client, prepared, start_index, stop, run_id, concurrency, results, per_phase=300, acked=None):
     """Pays prepared sessions from start_index with `concurrency` clients until `stop` is set; records
-    (sent_at, answered_at, status) of every attempt; each payment retried with its key until final."""
+    (sent_at, answered_at, status, problem code) of every attempt and, in `acked`, index -> (status,
+    payment id, payment status) of every 2xx; each payment retried with its key until final."""
     counter = {"next": start_index}
     lock = threading.Lock()
 
@@ -443,7 +449,11 @@ def load_until(client, prepared, start_index, stop, run_id, concurrency, results
                 except (OSError, http.client.HTTPException):
                     status, parsed = None, None
                 with lock:
-                    results.append((sent_at, time.monotonic(), status))
+                    results.append((sent_at, time.monotonic(), status,
+                                    parsed.get("code") if isinstance(parsed, dict) else None))
+                    if status in (200, 202) and acked is not None:
+                        payment = (parsed or {}).get("payment") or {}
+                        acked[index] = (status, payment.get("id"), payment.get("status"))
                 if status in (200, 202) or (status is not None and status < 500 and not (
                         status == 409 and (parsed or {}).get("code") == "idempotency_key_in_progress")):
                     break
@@ -468,7 +478,7 @@ def outage(results, fault_at):
 def chaos_fault(client, args, prepared, run_id, state, name, fault):
     stop = threading.Event()
     results = []
-    threads, counter = load_until(client, prepared, state["next"], stop, run_id, 4, results)
+    threads, counter = load_until(client, prepared, state["next"], stop, run_id, 4, results, acked=state["acked"])
     time.sleep(3)
     fault_at = time.monotonic()
     fault()
@@ -564,25 +574,261 @@ def cmd_chaos(args):
     run_id = f"{int(time.time())}{random.randrange(1000):03d}"
     client = Client(args.base, args.api_key, timeout=args.request_timeout)
     prepared = prepare(client, args, run_id)
-    state = {"next": 0}
+    state = {"next": 0, "acked": {}}
     http_port = urllib.parse.urlparse(args.base).port
     ok = True
-    ok &= chaos_fault(client, args, prepared, run_id, state, "kill -9 of a Tender node",
-                      lambda: kill_node(args))
-    ok &= chaos_fault(client, args, prepared, run_id, state, "PostgreSQL primary immediate stop (Patroni restarts it)",
-                      lambda: stop_primary_immediately(args, ports))
-    ok &= chaos_slow(args, "slowloris through HAProxy", http_port, body=False)
-    ok &= chaos_slow(args, "slow body through HAProxy", http_port, body=True)
-    ok &= chaos_slow(args, "slowloris against a node directly", args.readyz_port, body=False)
+    only = set(args.only.split(",")) if args.only else {"kill", "pgstop", "slow", "partition", "schemathesis"}
+    if "kill" in only:
+        ok &= chaos_fault(client, args, prepared, run_id, state, "kill -9 of a Tender node",
+                          lambda: kill_node(args))
+    if "pgstop" in only:
+        ok &= chaos_fault(client, args, prepared, run_id, state, "PostgreSQL primary immediate stop (Patroni restarts it)",
+                          lambda: stop_primary_immediately(args, ports))
+    if "slow" in only:
+        ok &= chaos_slow(args, "slowloris through HAProxy", http_port, body=False)
+        ok &= chaos_slow(args, "slow body through HAProxy", http_port, body=True)
+        ok &= chaos_slow(args, "slowloris against a node directly", args.readyz_port, body=False)
+    if "partition" in only and args.partition_netns:
+        ok &= chaos_partition(args, prepared, run_id, state)
+    elif "partition" in only:
+        log("no app-database partition (needs root, nftables and a network namespace: scripts/cluster-test.sh)")
+    if "schemathesis" in only and args.schemathesis_seconds > 0:
+        ok &= chaos_schemathesis(args)
     settled = wait_settled(args, 60)
-    acked, stored, pending = psql(args.psql_url, f"""
+    log(f"after the resolver and the finance feed: pending, unfed = {settled}")
+    lost, twice, pending, _ = check(args, f"chaos-{run_id}-", state["acked"])
+    finished, stored = psql(args.psql_url, f"""
         SELECT (SELECT count(*) FROM idempotency_keys WHERE idempotency_key LIKE 'chaos-{run_id}-%' AND finished_at IS NOT NULL),
-               (SELECT count(*) FROM payments WHERE idempotency_key LIKE 'chaos-{run_id}-%'),
-               (SELECT count(*) FROM payments WHERE idempotency_key LIKE 'chaos-{run_id}-%' AND status = 'pending')""")[0]
-    print(f"chaos: after the faults: {stored} payments stored, {acked} keys finished, {pending} pending "
-          f"(pending, unfed = {settled})", flush=True)
-    ok &= int(pending) == 0
+               (SELECT count(*) FROM payments WHERE idempotency_key LIKE 'chaos-{run_id}-%')""")[0]
+    for index, why in lost[:10]:
+        log(f"lost: payment {index}: {why}")
+    print(f"chaos: after the faults: acknowledged {len(state['acked'])} payments, lost {len(lost)}, charged twice {twice}, "
+          f"{pending} pending ({stored} payments stored, {finished} keys finished)", flush=True)
+    ok &= not lost and twice == 0 and pending == 0
     return 0 if ok else 1
+
+
+# --- make chaos: the app<->database partition (network namespace + nftables) and Schemathesis -------
+
+PARTITION_TABLE = "tender_partition"
+
+
+def partition(args, on):
+    """Cuts (on) or heals the partitioned node's traffic to and from HAProxy's PostgreSQL front end, in
+    the node's network namespace: both directions dropped, so its connections go silent, as when a
+    switch or a firewall between the application and the database fails. Other traffic (HAProxy's
+    health checks and requests to the node) still flows."""
+    if on:
+        rules = (f"table inet {PARTITION_TABLE} {{\n"
+                 f"  chain output {{ type filter hook output priority 0; policy accept;\n"
+                 f"    ip daddr {args.partition_db_host} tcp dport {args.partition_db_port} drop; }}\n"
+                 f"  chain input {{ type filter hook input priority 0; policy accept;\n"
+                 f"    ip saddr {args.partition_db_host} tcp sport {args.partition_db_port} drop; }}\n}}\n")
+        subprocess.run(["ip", "netns", "exec", args.partition_netns, "nft", "-f", "-"], input=rules, text=True,
+                       check=True, capture_output=True, timeout=10)
+    else:
+        subprocess.run(["ip", "netns", "exec", args.partition_netns, "nft", "delete", "table", "inet", PARTITION_TABLE],
+                       capture_output=True, timeout=10)
+
+
+def haproxy_server_status(args, backend, server):
+    """The server's status in HAProxy's stats ("UP", "DOWN", "UP 1/2", ...), or None."""
+    import socket
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2)
+            sock.connect(os.path.join(args.state, "haproxy", "haproxy.sock"))
+            sock.sendall(b"show stat\n")
+            data = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    lines = data.decode(errors="replace").splitlines()
+    if not lines or not lines[0].startswith("# "):
+        return None
+    header = lines[0][2:].split(",")
+    for line in lines[1:]:
+        fields = line.split(",")
+        if len(fields) == len(header) and fields[0] == backend and fields[1] == server:
+            return fields[header.index("status")]
+    return None
+
+
+class Probe:
+    """Asks the partitioned node's own /readyz every 0.25 s, each probe on its own thread (an answer may
+    take the pool's connect timeout, or a handler deadline), and samples HAProxy's view of the node."""
+
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.readyz = []   # (sent at, answered at, status, code)
+        self.haproxy = []  # (at, HAProxy status)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop.is_set():
+            at = time.monotonic()
+            threading.Thread(target=self.one, args=(at,), daemon=True).start()
+            self.haproxy.append((at, haproxy_server_status(self.args, "tender_nodes", self.args.partition_node) or ""))
+            self.stop.wait(max(0.0, 0.25 - (time.monotonic() - at)))
+
+    def one(self, sent_at):
+        status, code = probe_readyz(self.args.partition_port, self.args.partition_host, timeout=20)
+        with self.lock:
+            self.readyz.append((sent_at, time.monotonic(), status, code))
+
+    def answered(self, after, status):
+        """Seconds from `after` to the first answer `status` to a probe sent since, or None."""
+        with self.lock:
+            times = [r[1] for r in self.readyz if r[0] >= after and r[2] == status]
+        return (min(times) - after) if times else None
+
+    def in_haproxy(self, after, prefix):
+        return next((at - after for at, status in self.haproxy if at >= after and status.startswith(prefix)), None)
+
+    def codes(self, after, until):
+        with self.lock:
+            return sorted({r[3] for r in self.readyz if after <= r[0] <= until and r[2] == 503 and r[3]})
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(5)
+
+
+def answers_summary(results):
+    """'503 ×12 (database_unavailable 10, …), 2xx ×3' for attempts recorded by load_until."""
+    by_status = {}
+    for _, _, status, code in results:
+        name = "no answer" if status is None else ("2xx" if status in (200, 202) else str(status))
+        by_status.setdefault(name, {}).setdefault(code, 0)
+        by_status[name][code] += 1
+    parts = []
+    for name in sorted(by_status, key=lambda n: (n != "2xx", n)):
+        codes = by_status[name]
+        total = sum(codes.values())
+        detail = ", ".join(f"{c} {n}" for c, n in sorted(codes.items(), key=lambda kv: -kv[1]) if c)
+        parts.append(f"{name} ×{total}" + (f" ({detail})" if detail else ""))
+    return "; ".join(parts) or "none"
+
+
+def chaos_partition(args, prepared, run_id, state):
+    """Payments through HAProxy and straight to the node while it is cut off from the database for
+    --partition-seconds, then healed. Measures: /readyz 503 (and HAProxy taking the node out) after the
+    cut, what the node's own clients were answered, /readyz and a payment on the node after healing."""
+    name = args.partition_node
+    direct = Client(f"http://{args.partition_host}:{args.partition_port}", args.api_key, timeout=args.request_timeout)
+    proxied = Client(args.base, args.api_key, timeout=args.request_timeout)
+    stop = threading.Event()
+    via_node, via_proxy = [], []
+    start = state["next"]
+    threads_node, counter_node = load_until(direct, prepared, start, stop, run_id, 2, via_node, 100, state["acked"])
+    threads_proxy, counter_proxy = load_until(proxied, prepared, start + 100, stop, run_id, 3, via_proxy, 200,
+                                              state["acked"])
+    state["next"] = start + 300
+    probe = Probe(args)
+    time.sleep(3)
+    cut_at = time.monotonic()
+    healed_at = None
+    try:
+        partition(args, True)
+        log(f"partition: {name}'s traffic to and from {args.partition_db_host}:{args.partition_db_port} dropped "
+            f"(nftables in network namespace {args.partition_netns}) for {args.partition_seconds:.0f} s")
+        time.sleep(args.partition_seconds)
+    finally:
+        partition(args, False)
+        healed_at = time.monotonic()
+    log("partition: healed")
+    deadline = healed_at + 90
+    while time.monotonic() < deadline:
+        paid = [r for r in via_node if r[0] >= healed_at and r[2] in (200, 202)]
+        if probe.answered(healed_at, 200) is not None and paid and probe.in_haproxy(healed_at, "UP") is not None:
+            break
+        time.sleep(0.2)
+    stop.set()
+    for thread in threads_node + threads_proxy:
+        thread.join(70)
+    probe.finish()
+    not_ready = probe.answered(cut_at, 503)
+    taken_out = probe.in_haproxy(cut_at, "DOWN")
+    ready = probe.answered(healed_at, 200)
+    back_in = probe.in_haproxy(healed_at, "UP")
+    paid = [r[1] for r in via_node if r[0] >= healed_at and r[2] in (200, 202)]
+    # What the node's own clients were answered for attempts sent while it was cut off.
+    during = [r for r in via_node if cut_at <= r[0] <= healed_at]
+    codes = probe.codes(cut_at, healed_at)
+
+    def since(seconds):
+        return f"{seconds:.1f} s" if seconds is not None else "never"
+
+    proxy_failed = sum(1 for r in via_proxy if r[0] >= cut_at - 1 and (r[2] is None or r[2] >= 500))
+    proxy_ok = sum(1 for r in via_proxy if r[2] in (200, 202))
+    print(f"chaos: app-database partition of {name} ({args.partition_seconds:.0f} s, nftables in its network namespace): "
+          f"/readyz 503 after {since(not_ready)} ({', '.join(codes) or 'none'}), HAProxy took it out after "
+          f"{since(taken_out)}; its own clients while cut off: {answers_summary(during)}; through HAProxy "
+          f"{proxy_ok} payments acknowledged, {proxy_failed} attempts 5xx or unanswered; after healing /readyz 200 "
+          f"in {since(ready)}, back in HAProxy in {since(back_in)}, "
+          f"a payment on it in {since(min(paid) - healed_at if paid else None)}", flush=True)
+    crashes = [r for r in via_node + via_proxy if r[2] is not None and r[2] >= 500 and r[2] != 503]
+    for r in crashes[:5]:
+        log(f"partition: FAILED: an attempt answered {r[2]} {r[3]} (only 503 may say the node cannot decide now)")
+    return None not in (not_ready, taken_out, ready, back_in) and bool(paid) and not crashes
+
+
+def chaos_schemathesis(args):
+    """scripts/schemathesis.sh through HAProxy for --schemathesis-seconds while the partitioned node is
+    cut off from the database (HAProxy has taken it out) for the first half, and after it is back."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemathesis.sh")
+    out = os.path.join(args.state, "schemathesis")
+    env = dict(os.environ, SCHEMATHESIS_URL=args.base, SCHEMATHESIS_API_KEY=args.api_key, SCHEMATHESIS_OUT=out)
+    seconds = args.schemathesis_seconds
+    fault = "no fault (no partition here)"
+    healed = None
+    try:
+        if args.partition_netns:
+            wait_until = time.monotonic() + 30
+            while time.monotonic() < wait_until:
+                if (haproxy_server_status(args, "tender_nodes", args.partition_node) or "").startswith("UP"):
+                    break
+                time.sleep(0.2)
+            partition(args, True)
+            cut_at = time.monotonic()
+            while time.monotonic() < cut_at + 30:
+                if (haproxy_server_status(args, "tender_nodes", args.partition_node) or "").startswith("DOWN"):
+                    break
+                time.sleep(0.2)
+            fault = (f"{args.partition_node} cut off from the database (out of HAProxy after "
+                     f"{time.monotonic() - cut_at:.1f} s) for the first {seconds / 2:.0f} s, then healed")
+        started = time.monotonic()
+        process = subprocess.Popen(["bash", script, str(int(seconds))], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        if args.partition_netns:
+            try:
+                process.wait(max(0.0, started + seconds / 2 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            partition(args, False)
+            healed = time.monotonic()
+        output, _ = process.communicate(timeout=seconds + 240)
+    finally:
+        if healed is None and args.partition_netns:
+            partition(args, False)
+    lines = output.splitlines()
+    for line in lines:
+        if line.startswith("schemathesis: ") or process.returncode != 0:
+            log(line)
+    answers = next((l[len("schemathesis: "):] for l in lines if l.startswith("schemathesis: answers ")), "no answers counted")
+    passed = next((l for l in lines if "every check passed" in l), None)
+    cases = passed.split(" on ", 1)[1].split(" (", 1)[0] if passed else "?"
+    print(f"chaos: schemathesis against openapi.yaml through HAProxy for {seconds:.0f} s, {fault}: {answers}; "
+          f"{'every check passed on ' + cases if passed else 'FAILED (' + out + '/last-run.log)'} "
+          f"({time.monotonic() - started:.0f} s)", flush=True)
+    return process.returncode == 0 and passed is not None
 
 
 def stop_primary_immediately(args, ports):
@@ -623,13 +869,24 @@ def main():
     chaos.add_argument("--kill-node", required=True)
     chaos.add_argument("--readyz-port", type=int, required=True)
     chaos.add_argument("--service-user", default="tender-pg")
-    chaos.add_argument("--payments", type=int, default=600, help="prepared sessions: 300 a fault")
+    chaos.add_argument("--payments", type=int, default=900, help="prepared sessions: 300 a fault")
     chaos.add_argument("--concurrency", type=int, default=16)
     chaos.add_argument("--request-timeout", type=float, default=20)
     chaos.add_argument("--prepare-seconds", type=float, default=90)
     chaos.add_argument("--fault-seconds", type=float, default=15)
     chaos.add_argument("--slow-clients", type=int, default=200)
+    chaos.add_argument("--partition-netns", default="", help="the network namespace the partitioned node runs in")
+    chaos.add_argument("--partition-node", default="node3")
+    chaos.add_argument("--partition-host", default="", help="the node's address (its end of the veth pair)")
+    chaos.add_argument("--partition-port", type=int, default=0)
+    chaos.add_argument("--partition-db-host", default="", help="HAProxy's PostgreSQL front end as the node reaches it")
+    chaos.add_argument("--partition-db-port", type=int, default=0)
+    chaos.add_argument("--partition-seconds", type=float, default=15)
+    chaos.add_argument("--schemathesis-seconds", type=float, default=60, help="0: no Schemathesis run")
+    chaos.add_argument("--only", default="", help="a subset of kill,pgstop,slow,partition,schemathesis")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so a partition in force is healed (finally) before the script's cleanup.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     commands = {"wait-cluster": cmd_wait_cluster, "run": cmd_run, "chaos": cmd_chaos}
     return commands[args.command](args)
 

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(pkg-config libssl-dev libcurl4-openssl-dev libpq-dev libmicrohttpd-dev
           postgresql-15 postgresql-client-15 wrk procps openssl curl ca-certificates python3 python3-venv
-          patroni etcd-server etcd-client haproxy pgbouncer python3-h2)
+          patroni etcd-server etcd-client haproxy pgbouncer python3-h2 nftables iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,17 +10,17 @@
 # full output is kept in .build/schemathesis/.
 # SCHEMATHESIS_SEED=random explores new inputs (the default seed keeps `make test` reproducible);
 # SCHEMATHESIS_MAX_EXAMPLES bounds the cases per operation and phase.
+#   scripts/schemathesis.sh venv             installs only, and prints the venv's path
+# SCHEMATHESIS_URL and SCHEMATHESIS_API_KEY: checks a server that already runs there (make chaos: the
+# cluster through HAProxy) instead; no database or server is made, the output goes to SCHEMATHESIS_OUT,
+# and the answers are counted by status from a HAR report (`schemathesis: answers …, 5xx N`).
 set -euo pipefail
 seconds="${1:-60}"
 started=$SECONDS
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-: "${TENDER_DATABASE_URL:?set TENDER_DATABASE_URL (make test does)}"
 data_root="${TENDER_DATA_DIR:-$root/.tender}"
-bin="${TENDER_BIN:-$root/.build/debug/tender}"
-out="$root/.build/schemathesis"
-mkdir -p "$out" "$data_root"
-[ -x "$bin" ] || { echo "schemathesis: $bin not built" >&2; exit 1; }
+mkdir -p "$data_root"
 
 # The venv is keyed by the lock file, so a changed pin installs afresh.
 lock="$root/scripts/schemathesis-requirements.txt"
@@ -31,16 +31,11 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$lock"
 fi
+if [ "$seconds" = venv ]; then echo "$venv"; exit 0; fi
 
-# A fresh database beside the given one (same server and credentials).
-base="${TENDER_DATABASE_URL%%\?*}"
-query="${TENDER_DATABASE_URL#"$base"}"
-dbname="openapi_$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
-admin="${base%/*}/postgres$query"
-psql=(psql -q -X -v ON_ERROR_STOP=1)
-command -v psql >/dev/null || psql=(/usr/lib/postgresql/15/bin/psql -q -X -v ON_ERROR_STOP=1)
-"${psql[@]}" "$admin" -c "CREATE DATABASE $dbname" >/dev/null
-
+external="${SCHEMATHESIS_URL:-}"
+out="${SCHEMATHESIS_OUT:-$root/.build/schemathesis}"
+mkdir -p "$out"
 work="$(mktemp -d)"
 server_pid=""
 # SIGTERM drains and exits; a server still there after 15 s is killed.
@@ -62,29 +57,47 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export TENDER_DATABASE_URL="${base%/*}/$dbname$query"
-export TENDER_DATA_DIR="$work"
-export TENDER_MIGRATIONS_DIR="$root/migrations"
-"$bin" migrate >/dev/null
-key="$("$bin" sandbox bootstrap | sed -n 's/^tender: sandbox API key (shown once): //p')"
-[ -n "$key" ] || { echo "schemathesis: sandbox bootstrap printed no API key" >&2; exit 1; }
+if [ -n "$external" ]; then
+  key="${SCHEMATHESIS_API_KEY:?set SCHEMATHESIS_API_KEY with SCHEMATHESIS_URL}"
+  base_url="$external"
+else
+  : "${TENDER_DATABASE_URL:?set TENDER_DATABASE_URL (make test does)}"
+  bin="${TENDER_BIN:-$root/.build/debug/tender}"
+  [ -x "$bin" ] || { echo "schemathesis: $bin not built" >&2; exit 1; }
 
-port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-# No request may leave the machine: merchant validation may only call a host that cannot resolve, and
-# payments go to the built-in simulator.
-TENDER_APPLE_PAY_GATEWAY_HOSTS=gateway.invalid TENDER_PROCESSOR=simulator SWIFT_BACKTRACE=enable=no \
-  "$bin" serve --listen "127.0.0.1:$port" >"$out/server.log" 2>&1 &
-server_pid=$!
-ready=0
-for _ in $(seq 1 300); do
-  if curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null; then ready=1; break; fi
-  kill -0 "$server_pid" 2>/dev/null || { echo "schemathesis: server exited (see $out/server.log)" >&2; exit 1; }
-  sleep 0.1
-done
-[ $ready = 1 ] || { echo "schemathesis: server not ready after 30 s (see $out/server.log)" >&2; exit 1; }
+  # A fresh database beside the given one (same server and credentials).
+  base="${TENDER_DATABASE_URL%%\?*}"
+  query="${TENDER_DATABASE_URL#"$base"}"
+  dbname="openapi_$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
+  admin="${base%/*}/postgres$query"
+  psql=(psql -q -X -v ON_ERROR_STOP=1)
+  command -v psql >/dev/null || psql=(/usr/lib/postgresql/15/bin/psql -q -X -v ON_ERROR_STOP=1)
+  "${psql[@]}" "$admin" -c "CREATE DATABASE $dbname" >/dev/null
+
+  export TENDER_DATABASE_URL="${base%/*}/$dbname$query"
+  export TENDER_DATA_DIR="$work"
+  export TENDER_MIGRATIONS_DIR="$root/migrations"
+  "$bin" migrate >/dev/null
+  key="$("$bin" sandbox bootstrap | sed -n 's/^tender: sandbox API key (shown once): //p')"
+  [ -n "$key" ] || { echo "schemathesis: sandbox bootstrap printed no API key" >&2; exit 1; }
+
+  port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  # No request may leave the machine: merchant validation may only call a host that cannot resolve, and
+  # payments go to the built-in simulator.
+  TENDER_APPLE_PAY_GATEWAY_HOSTS=gateway.invalid TENDER_PROCESSOR=simulator SWIFT_BACKTRACE=enable=no \
+    "$bin" serve --listen "127.0.0.1:$port" >"$out/server.log" 2>&1 &
+  server_pid=$!
+  ready=0
+  for _ in $(seq 1 300); do
+    if curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null; then ready=1; break; fi
+    kill -0 "$server_pid" 2>/dev/null || { echo "schemathesis: server exited (see $out/server.log)" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ $ready = 1 ] || { echo "schemathesis: server not ready after 30 s (see $out/server.log)" >&2; exit 1; }
+  base_url="http://127.0.0.1:$port"
+fi
 
 # Real resources, so the operations on `{id}` reach their logic instead of answering 404 throughout.
-base_url="http://127.0.0.1:$port"
 # Prints member $1 of the JSON on stdin, or the whole answer and fails when it has none.
 field() {
   "$venv/bin/python" -c '
@@ -103,7 +116,7 @@ session_id="$(curl -sS -X POST "$base_url/v1/checkout-sessions" -H "Authorizatio
 JSON
 )"
 payment_id="$(curl -sS -X POST "$base_url/v1/checkout-sessions/$session_id/payments" -H "Authorization: Bearer $key" \
-  -H 'Content-Type: application/json' -H 'Idempotency-Key: schemathesis-seed' \
+  -H 'Content-Type: application/json' -H "Idempotency-Key: schemathesis-seed-$session_id" \
   --data-binary '{"token": {"paymentData": {}, "paymentMethod": {}, "transactionIdentifier": "00"}}' | field paymentId)"
 report_id="$(printf 'settlement_date,batch_id,type,payment_id,processor_reference,currency,gross_amount,fee_amount,net_amount\n' \
   | curl -sS -X POST "$base_url/v1/settlement-reports?format=generic" -H "Authorization: Bearer $key" \
@@ -124,7 +137,9 @@ seed="${SCHEMATHESIS_SEED:-20261201}"
 seed_option=(--seed "$seed")
 [ "$seed" = random ] && seed_option=()
 echo "schemathesis: server ready and seeded after $((SECONDS - started))s" >&2
-echo "schemathesis: checking openapi.yaml against 127.0.0.1:$port for at most ${seconds}s (seed $seed)" >&2
+echo "schemathesis: checking openapi.yaml against $base_url for at most ${seconds}s (seed $seed)" >&2
+reports=(--report junit --report-junit-path "$out/junit.xml")
+[ -n "$external" ] && reports=(--report junit,har --report-junit-path "$out/junit.xml" --report-har-path "$out/answers.har")
 set +e
 # From the scratch directory: Schemathesis keeps its cache (.schemathesis/) in the working directory.
 (cd "$work" && "$venv/bin/schemathesis" --config-file "$work/schemathesis.toml" run "$root/openapi.yaml" --url "$base_url" "${seed_option[@]}" \
@@ -133,10 +148,28 @@ set +e
   --phases examples,coverage,fuzzing --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-50}" --max-time "$seconds" \
   --workers 1 --request-timeout 10 --generation-database none --no-color --generation-allow-x00 false \
   --suppress-health-check too_slow,filter_too_much \
-  --report junit --report-junit-path "$out/junit.xml") >"$out/last-run.log" 2>&1
+  "${reports[@]}") >"$out/last-run.log" 2>&1
 status=$?
 set -e
 stop_server
+if [ -n "$external" ]; then
+  # Every answer the server gave, by status class (the HAR report holds one entry per request).
+  "$venv/bin/python" - "$out/answers.har" <<'PY' >&2 || status=1
+import json, sys
+try:
+    entries = json.load(open(sys.argv[1]))["log"]["entries"]
+except (OSError, ValueError, KeyError) as error:
+    sys.exit(f"schemathesis: no HAR report: {error}")
+classes = {}
+for entry in entries:
+    code = entry.get("response", {}).get("status", 0)
+    name = f"{code // 100}xx" if code else "no answer"
+    classes[name] = classes.get(name, 0) + 1
+others = ", ".join(f"{k} {v}" for k, v in sorted(classes.items()) if k != "5xx")
+print(f"schemathesis: answers {len(entries)} ({others}), 5xx {classes.get('5xx', 0)}")
+sys.exit(1 if classes.get("5xx", 0) or classes.get("no answer", 0) else 0)
+PY
+fi
 if [ $status -ne 0 ]; then
   # Indented so no CI reader takes Schemathesis's summary for a test runner's closing line.
   sed 's/^/  | /' "$out/last-run.log" >&2

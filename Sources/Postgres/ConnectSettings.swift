@@ -7,6 +7,9 @@ struct ConnectSettings: Sendable {
     let keywords: [String]
     let values: [String]
 
+    /// How long sent data may stay unacknowledged before the kernel ends the connection.
+    static let tcpUserTimeoutMilliseconds = 10_000
+
     /// Parses the connection string with libpq and layers Tender's settings on top. libpq's parse
     /// message is dropped because it can quote the connection string, which may hold a password.
     /// `replication: true` opens a logical replication session (`replication=database`, a walsender
@@ -50,6 +53,14 @@ struct ConnectSettings: Sendable {
             add("keepalives_idle", "10")
             add("keepalives_interval", "5")
             add("keepalives_count", "3")
+        }
+        // Keepalives watch idle connections only: a query sent to a peer that stops acknowledging (a
+        // network partition, a host gone without a reset) would block in TCP retransmission for the
+        // kernel's limit (about 15 minutes), and after the network heals wait for the next, backed-off
+        // retransmission. tcp_user_timeout ends such a connection after 10 s without an acknowledgement,
+        // unless the connection string chose its own.
+        if present["tcp_user_timeout"] == nil {
+            add("tcp_user_timeout", String(Self.tcpUserTimeoutMilliseconds))
         }
         return .success(ConnectSettings(keywords: keywords, values: values))
     }
