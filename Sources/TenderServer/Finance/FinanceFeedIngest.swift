@@ -60,6 +60,10 @@ public final class FinanceFeedIngest: Sendable {
         public var oldestPendingCommitMicroseconds: Int64 = 0
         /// Monotonic time of the last moment this process was streaming (0: never).
         public var lastStreamingNanoseconds: UInt64 = 0
+        /// Monotonic time of the last health read that found some process streaming the slot (0: never).
+        /// A node that does not stream counts the feed as behind from here, not from its own start, so
+        /// the death of the streaming node does not make every other node unready at once.
+        public var lastSeenActiveNanoseconds: UInt64 = 0
     }
 
     private struct State {
@@ -597,12 +601,16 @@ extension FinanceFeedIngest {
             health.safeWALBytes = try row.decode("safe_wal")
             health.lagBytes = try row.decode("lag")
         }
+        if health.slotActive {
+            let seen = DispatchTime.now().uptimeNanoseconds
+            state.withLock { $0.status.lastSeenActiveNanoseconds = seen }
+        }
         let nowMicroseconds = clock.unixMicroseconds()
         if status.oldestPendingCommitMicroseconds > 0 {
             health.lagSeconds = max(0, Double(nowMicroseconds - status.oldestPendingCommitMicroseconds) / 1_000_000)
         } else if !health.slotActive {
             // Nobody streams: the feed is as far behind as the time since this process last did.
-            let last = max(status.lastStreamingNanoseconds, createdNanoseconds)
+            let last = max(status.lastStreamingNanoseconds, status.lastSeenActiveNanoseconds, createdNanoseconds)
             let now = DispatchTime.now().uptimeNanoseconds
             health.lagSeconds = Double(now - min(now, last)) / 1_000_000_000
         }

@@ -232,6 +232,30 @@ struct FinanceFeedTests {
         #expect(second.status.rowsFed > 0)
     }
 
+    /// A node that does not stream counts the feed as behind from the last time it saw another process
+    /// stream the slot, not from its own start: when the streaming node dies, the others stay ready
+    /// while one of them takes the slot over (a cluster must not go unready all at once).
+    @Test func aStandbyNodeStaysReadyWhenTheStreamingNodeStops() throws {
+        let s = try FinanceTestServer(prefix: "feed_standby", connectionsMax: 8)
+        defer { s.stop() }
+        var settings = FinanceFeedIngest.Settings()
+        settings.lagSecondsMax = 1
+        let standby = FinanceFeedIngest(pool: s.pool, logger: .silent, settings: settings)
+        // Older than the bound before the streaming process goes away.
+        usleep(1_500_000)
+        let before = try standby.health()
+        #expect(before.slotActive && !before.streamingHere)
+        #expect(before.problem(settings) == nil)
+        s.app.finance.ingest.stop()
+        let after = try standby.health()
+        #expect(!after.slotActive)
+        #expect(after.lagSeconds < 1, "counted from the last sight of a streaming process: \(after.lagSeconds) s")
+        #expect(after.problem(settings) == nil)
+        // Nobody takes over: past the bound it is the alarm again.
+        usleep(1_200_000)
+        #expect(try standby.health().problem(settings) == "finance_feed_not_streaming")
+    }
+
     @Test func aV1TokenResumesAtItsFeedPositionOrIsRefusedWith410() throws {
         let s = try FinanceTestServer(prefix: "feed_v1", connectionsMax: 16)
         defer { s.stop() }
