@@ -6,6 +6,8 @@ import Glibc
 struct ConnectSettings: Sendable {
     let keywords: [String]
     let values: [String]
+    /// Statements a connection keeps prepared; 0 runs every statement unnamed (`PQexecParams`).
+    var preparedStatementsMax = 0
 
     /// Parses the connection string with libpq and layers Tender's settings on top. libpq's parse
     /// message is dropped because it can quote the connection string, which may hold a password.
@@ -51,7 +53,8 @@ struct ConnectSettings: Sendable {
             add("keepalives_interval", "5")
             add("keepalives_count", "3")
         }
-        return .success(ConnectSettings(keywords: keywords, values: values))
+        let prepared = configuration.preparedStatements && !replication ? configuration.preparedStatementsMax : 0
+        return .success(ConnectSettings(keywords: keywords, values: values, preparedStatementsMax: prepared))
     }
 
     /// Opens a blocking connection; the caller owns the returned handle.

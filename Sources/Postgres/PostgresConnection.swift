@@ -13,19 +13,34 @@ import Glibc
 /// 4. the statement is marked idempotent (`SQL(idempotent:)`) or is the pool's own `BEGIN`, and
 /// 5. libpq reports the connection as broken (CONNECTION_BAD) after the attempt.
 /// A statement in a transaction or one not marked idempotent is never retried: it may have run.
+///
+/// Prepared statements (`PostgresConfiguration.preparedStatements`): a preparable statement (every SQL
+/// literal) is prepared on its first use on this session and run by name afterwards, so PostgreSQL parses
+/// and plans it once per connection. A failed prepare caches nothing; a reconnect empties the cache; a
+/// cached statement whose plan went stale (0A000, "cached plan must not change result type", after a
+/// migration) or that the session lost (26000) is dropped and, outside a transaction, prepared again
+/// and re-sent once (it failed before doing anything). Inside a transaction the error aborts it as any
+/// other would, and the next use prepares afresh.
 public final class PostgresConnection {
     private var handle: OpaquePointer
     private var reusedFromIdle = false
     private var statementsThisCheckout = 0
     /// Set when the session is in a state the pool must not reuse.
     private(set) var isBroken = false
+    private var statements: StatementCache
+    /// Whether the last `sendPrepared` ran an already-prepared statement (not one it just prepared).
+    private var lastSendUsedCache = false
 
     /// Highest parameter count the protocol allows (Bind message uses an Int16 count).
     public static let parametersMax = 65_535
 
-    init(handle: OpaquePointer) {
+    init(handle: OpaquePointer, preparedStatementsMax: Int = 0) {
         self.handle = handle
+        self.statements = StatementCache(capacity: preparedStatementsMax)
     }
+
+    /// Statements prepared on this session now (tests of the cache bound).
+    var preparedStatementCount: Int { statements.count }
 
     deinit {
         PQfinish(handle)
@@ -34,7 +49,7 @@ public final class PostgresConnection {
     /// Opens a connection outside any pool (the pool and the listener use this too).
     static func open(_ settings: ConnectSettings) throws(PostgresError) -> PostgresConnection {
         switch settings.connect() {
-        case .success(let handle): return PostgresConnection(handle: handle)
+        case .success(let handle): return PostgresConnection(handle: handle, preparedStatementsMax: settings.preparedStatementsMax)
         case .failure(let error): throw error
         }
     }
@@ -44,9 +59,7 @@ public final class PostgresConnection {
     /// Runs one statement with `$1…` parameters (unnamed prepared statement, text results).
     public func query(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> PostgresResult {
         let texts = try parameterTexts(parameters)
-        let result = try run(retryable: sql.isIdempotent) { handle in
-            Self.execParams(handle, sql.text, texts)
-        }
+        let result = try runStatement(sql, texts)
         defer { PQclear(result) }
         return Self.makeResult(result)
     }
@@ -59,9 +72,7 @@ public final class PostgresConnection {
     public func forEachRow(_ sql: SQL, _ parameters: [any PostgresEncodable] = [],
                            _ body: (PostgresRawRow) throws -> Void) throws -> Int {
         let texts = try parameterTexts(parameters)
-        let result = try run(retryable: sql.isIdempotent) { handle in
-            Self.execParams(handle, sql.text, texts)
-        }
+        let result = try runStatement(sql, texts)
         defer { PQclear(result) }
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
@@ -79,7 +90,10 @@ public final class PostgresConnection {
 
     /// Runs a multi-statement script without parameters (migrations); stops at the first error.
     public func simpleQuery(_ sql: SQL) throws(PostgresError) {
-        let result = try run(retryable: sql.isIdempotent) { handle in PQexec(handle, sql.text) }
+        let result = try run(retryable: sql.isIdempotent) { handle in
+            PostgresCounters.countRoundTrip()
+            return PQexec(handle, sql.text)
+        }
         PQclear(result)
     }
 
@@ -109,14 +123,28 @@ public final class PostgresConnection {
         if isBroken || PQstatus(handle) != CONNECTION_OK { return false }
         switch PQtransactionStatus(handle) {
         case PQTRANS_IDLE:
-            return true
+            break
         case PQTRANS_INTRANS, PQTRANS_INERROR:
             // A body left a transaction open (its own BEGIN, or an error between BEGIN and COMMIT).
             rollbackQuietly()
-            return !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE
+            guard !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE else { return false }
         default:
             return false
         }
+        return deallocatePending()
+    }
+
+    /// Deallocates the statements the cache let go of, outside any transaction; false means discard.
+    /// A refusal (a name the session no longer has) only leaves a name unused: the session stays idle.
+    private func deallocatePending() -> Bool {
+        guard !statements.pendingDeallocations.isEmpty else { return true }
+        let text = statements.takePendingDeallocations().map { "DEALLOCATE " + $0 }.joined(separator: "; ")
+        PostgresCounters.countRoundTrip()
+        let result = PQexec(handle, text)
+        defer { PQclear(result) }
+        let ok = result != nil && PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+        if !ok { isBroken = true }
+        return ok
     }
 
     /// BEGIN with isolation, plus SET LOCAL statement_timeout so the limit also holds behind
@@ -124,7 +152,10 @@ public final class PostgresConnection {
     func begin(isolation: TransactionIsolation, statementTimeoutMilliseconds: Int) throws(PostgresError) {
         let text = "BEGIN ISOLATION LEVEL \(isolation.sql); SET LOCAL statement_timeout = \(statementTimeoutMilliseconds)"
         do {
-            let result = try run(retryable: true) { handle in PQexec(handle, text) }
+            let result = try run(retryable: true) { handle in
+                PostgresCounters.countRoundTrip()
+                return PQexec(handle, text)
+            }
             PQclear(result)
         } catch {
             var failure = error
@@ -138,6 +169,7 @@ public final class PostgresConnection {
     /// COMMIT; distinguishes "PostgreSQL said no" from "nobody knows" (STYLE.md, Database).
     func commit() throws(PostgresError) {
         statementsThisCheckout += 1
+        PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "COMMIT")
         defer { PQclear(result) }
         if PQstatus(handle) != CONNECTION_OK || result == nil {
@@ -165,6 +197,7 @@ public final class PostgresConnection {
     @discardableResult
     func rollbackQuietly() -> Bool {
         statementsThisCheckout += 1
+        PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "ROLLBACK")
         defer { PQclear(result) }
         let ok = result != nil && PQresultStatus(result) == PGRES_COMMAND_OK && PQstatus(handle) == CONNECTION_OK
@@ -182,7 +215,10 @@ public final class PostgresConnection {
         }
         let text = "LISTEN " + String(cString: escaped)
         PQfreemem(escaped)
-        let result = try run(retryable: false) { handle in PQexec(handle, text) }
+        let result = try run(retryable: false) { handle in
+            PostgresCounters.countRoundTrip()
+            return PQexec(handle, text)
+        }
         PQclear(result)
     }
 
@@ -232,13 +268,70 @@ public final class PostgresConnection {
         } ?? text.utf8.contains(0)
     }
 
-    private static func execParams(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+    /// Runs one statement: by name from the statement cache when it is on and the text preparable,
+    /// else unnamed. A cached statement refused as stale (0A000) or unknown (26000) is dropped from the
+    /// cache and, when the session was outside a transaction, prepared again and re-sent once.
+    private func runStatement(_ sql: SQL, _ texts: [String?]) throws(PostgresError) -> OpaquePointer {
+        guard statements.isEnabled && sql.isPreparable else {
+            return try run(retryable: sql.isIdempotent) { handle in Self.execParams(handle, sql.text, texts) }
+        }
+        let outsideTransaction = PQtransactionStatus(handle) == PQTRANS_IDLE
+        do {
+            return try run(retryable: sql.isIdempotent) { handle in sendPrepared(handle, sql.text, texts) }
+        } catch {
+            let stale = error.sqlState == "0A000" || error.sqlState == "26000"
+            guard stale && lastSendUsedCache && !isBroken else { throw error }
+            if error.sqlState == "0A000" {
+                statements.invalidate(sql.text, deallocate: true)
+            } else {
+                statements.clear()  // the session lost its statements (DISCARD ALL, DEALLOCATE ALL): all of them, likely
+            }
+            guard outsideTransaction && PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
+            return try run(retryable: false) { handle in sendPrepared(handle, sql.text, texts) }
+        }
+    }
+
+    /// Prepares `text` unless this session has it, then runs it by name. A refused prepare returns its
+    /// error result (the caller's `run` reports it) and leaves the cache as it was.
+    private func sendPrepared(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+        if let name = statements.name(for: text) {
+            lastSendUsedCache = true
+            return Self.execPrepared(handle, name, parameters)
+        }
+        lastSendUsedCache = false
+        let name = statements.freshName()
+        PostgresCounters.countRoundTrip()
+        PostgresCounters.countPrepare()
+        // nParams 0 with no types: the server infers every parameter's type, as for PQexecParams.
+        guard let prepared = PQprepare(handle, name, text, 0, nil) else { return nil }
+        guard PQresultStatus(prepared) == PGRES_COMMAND_OK, PQstatus(handle) == CONNECTION_OK else { return prepared }
+        PQclear(prepared)
+        statements.insert(text, name: name)
+        return Self.execPrepared(handle, name, parameters)
+    }
+
+    /// Calls `body` with C strings of the parameters (NULL for SQL NULL), valid during the call.
+    private static func withParameterPointers(_ parameters: [String?],
+                                              _ body: ([UnsafePointer<CChar>?]) -> OpaquePointer?) -> OpaquePointer? {
         let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { copies.forEach { free($0) } }
-        let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
+        return body(copies.map { $0.map { UnsafePointer($0) } })
+    }
+
+    private static func execParams(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+        PostgresCounters.countRoundTrip()
         // paramTypes nil: the server infers types; resultFormat 0: text. Unnamed statement, so no
         // session state survives the call (pgbouncer transaction mode, §7.4).
-        return PQexecParams(handle, text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        return withParameterPointers(parameters) { pointers in
+            PQexecParams(handle, text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        }
+    }
+
+    private static func execPrepared(_ handle: OpaquePointer, _ name: String, _ parameters: [String?]) -> OpaquePointer? {
+        PostgresCounters.countRoundTrip()
+        return withParameterPointers(parameters) { pointers in
+            PQexecPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0)
+        }
     }
 
     /// Sends a statement (once, or twice under the retry rule above) and returns a successful result.
@@ -253,6 +346,7 @@ public final class PostgresConnection {
         if PQstatus(handle) != CONNECTION_OK && mayRetry {
             PQclear(result)
             PQreset(handle)
+            statements.clear()
             reusedFromIdle = false
             guard PQstatus(handle) == CONNECTION_OK else {
                 isBroken = true
