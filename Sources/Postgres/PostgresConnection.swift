@@ -21,6 +21,11 @@ import Glibc
 /// migration) or that the session lost (26000) is dropped and, outside a transaction, prepared again
 /// and re-sent once (it failed before doing anything). Inside a transaction the error aborts it as any
 /// other would, and the next use prepares afresh.
+///
+/// With the cache on (a direct session, not pgbouncer), a transaction's BEGIN is not sent on its own:
+/// it goes in one pipeline with the transaction's first statement (and that statement's prepare), one
+/// round trip for all. No COMMIT is in that pipeline, so it is re-sent on a reset connection under the
+/// retry rule above even when the statement is not idempotent: the server rolled the transaction back.
 public final class PostgresConnection {
     private var handle: OpaquePointer
     private var reusedFromIdle = false
@@ -30,6 +35,10 @@ public final class PostgresConnection {
     private var statements: StatementCache
     /// Whether the last `sendPrepared` ran an already-prepared statement (not one it just prepared).
     private var lastSendUsedCache = false
+    /// A transaction's BEGIN commands waiting for its first statement, which carries them in one pipeline.
+    private var pendingBegin: [String]?
+    /// Set by `sendPipeline` when a BEGIN command (not the statement) failed.
+    private var pipelineBeginFailed = false
 
     /// Highest parameter count the protocol allows (Bind message uses an Int16 count).
     public static let parametersMax = 65_535
@@ -90,6 +99,7 @@ public final class PostgresConnection {
 
     /// Runs a multi-statement script without parameters (migrations); stops at the first error.
     public func simpleQuery(_ sql: SQL) throws(PostgresError) {
+        try flushBegin()
         let result = try run(retryable: sql.isIdempotent) { handle in
             PostgresCounters.countRoundTrip()
             return PQexec(handle, sql.text)
@@ -103,6 +113,7 @@ public final class PostgresConnection {
     func beginCheckout(reused: Bool) {
         reusedFromIdle = reused
         statementsThisCheckout = 0
+        pendingBegin = nil
     }
 
     /// Cheap checkout validation: the session must be idle, and its socket must have nothing to read.
@@ -120,6 +131,7 @@ public final class PostgresConnection {
 
     /// Brings the session back to idle before it returns to the pool; false means discard it.
     func resetForReuse() -> Bool {
+        pendingBegin = nil  // a transaction that sent nothing left nothing to end
         if isBroken || PQstatus(handle) != CONNECTION_OK { return false }
         switch PQtransactionStatus(handle) {
         case PQTRANS_IDLE:
@@ -149,8 +161,25 @@ public final class PostgresConnection {
 
     /// BEGIN with isolation, plus SET LOCAL statement_timeout so the limit also holds behind
     /// pgbouncer transaction pooling, where startup options do not reach the server (§7.4).
+    /// With the statement cache on, only noted here and sent with the first statement (`sendPipeline`).
     func begin(isolation: TransactionIsolation, statementTimeoutMilliseconds: Int) throws(PostgresError) {
-        let text = "BEGIN ISOLATION LEVEL \(isolation.sql); SET LOCAL statement_timeout = \(statementTimeoutMilliseconds)"
+        let commands = ["BEGIN ISOLATION LEVEL \(isolation.sql)", "SET LOCAL statement_timeout = \(statementTimeoutMilliseconds)"]
+        if statements.isEnabled && !isBroken && pendingBegin == nil && PQtransactionStatus(handle) == PQTRANS_IDLE {
+            pendingBegin = commands
+            return
+        }
+        try sendBegin(commands)
+    }
+
+    /// Sends a deferred BEGIN on its own, before a command that cannot share its pipeline.
+    private func flushBegin() throws(PostgresError) {
+        guard let commands = pendingBegin else { return }
+        pendingBegin = nil
+        try sendBegin(commands)
+    }
+
+    private func sendBegin(_ commands: [String]) throws(PostgresError) {
+        let text = commands.joined(separator: "; ")
         do {
             let result = try run(retryable: true) { handle in
                 PostgresCounters.countRoundTrip()
@@ -168,6 +197,10 @@ public final class PostgresConnection {
 
     /// COMMIT; distinguishes "PostgreSQL said no" from "nobody knows" (STYLE.md, Database).
     func commit() throws(PostgresError) {
+        if pendingBegin != nil {
+            pendingBegin = nil  // the transaction never reached the server: nothing to commit
+            return
+        }
         statementsThisCheckout += 1
         PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "COMMIT")
@@ -196,6 +229,10 @@ public final class PostgresConnection {
     /// ROLLBACK whose failure only marks the connection broken (the caller's error wins).
     @discardableResult
     func rollbackQuietly() -> Bool {
+        if pendingBegin != nil {
+            pendingBegin = nil
+            return !isBroken
+        }
         statementsThisCheckout += 1
         PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "ROLLBACK")
@@ -215,6 +252,7 @@ public final class PostgresConnection {
         }
         let text = "LISTEN " + String(cString: escaped)
         PQfreemem(escaped)
+        try flushBegin()
         let result = try run(retryable: false) { handle in
             PostgresCounters.countRoundTrip()
             return PQexec(handle, text)
@@ -272,6 +310,10 @@ public final class PostgresConnection {
     /// else unnamed. A cached statement refused as stale (0A000) or unknown (26000) is dropped from the
     /// cache and, when the session was outside a transaction, prepared again and re-sent once.
     private func runStatement(_ sql: SQL, _ texts: [String?]) throws(PostgresError) -> OpaquePointer {
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            return try runWithBegin(begin, sql, texts)
+        }
         guard statements.isEnabled && sql.isPreparable else {
             return try run(retryable: sql.isIdempotent) { handle in Self.execParams(handle, sql.text, texts) }
         }
@@ -289,6 +331,114 @@ public final class PostgresConnection {
             guard outsideTransaction && PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
             return try run(retryable: false) { handle in sendPrepared(handle, sql.text, texts) }
         }
+    }
+
+    /// The transaction's BEGIN and its first statement in one pipeline (`sendPipeline`). A failed BEGIN
+    /// is `transaction_begin_failed`, as when it is sent on its own.
+    private func runWithBegin(_ begin: [String], _ sql: SQL, _ texts: [String?]) throws(PostgresError) -> OpaquePointer {
+        pipelineBeginFailed = false
+        do {
+            // Retryable whatever the statement: no COMMIT is in the pipeline, so a lost session rolled it back.
+            return try run(retryable: true) { handle in sendPipeline(handle, begin, sql, texts) }
+        } catch {
+            if pipelineBeginFailed {
+                var failure = error
+                failure.message = "BEGIN failed (\(error.code.rawValue)): " + error.message
+                failure.code = .transactionBeginFailed
+                if !isBroken && PQtransactionStatus(handle) != PQTRANS_IDLE { rollbackQuietly() }
+                throw failure
+            }
+            if error.sqlState == "0A000" && lastSendUsedCache { statements.invalidate(sql.text, deallocate: true) }
+            if error.sqlState == "26000" && lastSendUsedCache { statements.clear() }
+            throw error
+        }
+    }
+
+    /// Sends `begin`'s commands, the statement's prepare when this session lacks it, the statement and a
+    /// Sync as one pipeline, then reads every result. Returns the first failed result (a BEGIN command's
+    /// sets `pipelineBeginFailed`), else the statement's; nil when the pipeline itself broke down.
+    private func sendPipeline(_ handle: OpaquePointer, _ begin: [String], _ sql: SQL, _ parameters: [String?]) -> OpaquePointer? {
+        PostgresCounters.countRoundTrip()
+        guard PQpipelineStatus(handle) == PQ_PIPELINE_OFF || PQexitPipelineMode(handle) == 1,
+              PQenterPipelineMode(handle) == 1 else { return nil }
+        var sent = true
+        for command in begin { sent = sent && PQsendQueryParams(handle, command, 0, nil, nil, nil, nil, 0) == 1 }
+        var name: String? = nil
+        var preparing: String? = nil
+        lastSendUsedCache = false
+        if statements.isEnabled && sql.isPreparable {
+            name = statements.name(for: sql.text)
+            lastSendUsedCache = name != nil
+            if name == nil {
+                let fresh = statements.freshName()
+                PostgresCounters.countPrepare()
+                sent = sent && PQsendPrepare(handle, fresh, sql.text, 0, nil) == 1
+                (name, preparing) = (fresh, fresh)
+            }
+        }
+        sent = sent && Self.withParameterPointers(parameters) { pointers -> Int32 in
+            if let name { return PQsendQueryPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0) }
+            return PQsendQueryParams(handle, sql.text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        } == 1
+        sent = sent && PQpipelineSync(handle) == 1
+        guard sent else {
+            if PQstatus(handle) == CONNECTION_OK { isBroken = true }
+            return nil
+        }
+        var failure: OpaquePointer? = nil
+        for _ in begin {
+            let result = Self.takeResult(handle)
+            if failure == nil && PQresultStatus(result) != PGRES_COMMAND_OK {
+                failure = result
+                pipelineBeginFailed = true
+            } else {
+                PQclear(result)
+            }
+        }
+        if let preparing {
+            let result = Self.takeResult(handle)
+            if PQresultStatus(result) == PGRES_COMMAND_OK && failure == nil {
+                statements.insert(sql.text, name: preparing)
+                PQclear(result)
+            } else if failure == nil {
+                failure = result
+            } else {
+                PQclear(result)
+            }
+        }
+        let statement = Self.takeResult(handle)
+        if failure != nil { PQclear(statement) }
+        let synced = Self.awaitSync(handle) && PQexitPipelineMode(handle) == 1
+        if !synced && PQstatus(handle) == CONNECTION_OK { isBroken = true }
+        return failure ?? statement
+    }
+
+    /// One pipelined command's result, reading on to the NULL that ends it.
+    private static func takeResult(_ handle: OpaquePointer) -> OpaquePointer? {
+        let result = PQgetResult(handle)
+        guard result != nil else { return nil }
+        while let extra = PQgetResult(handle) {
+            if PQresultStatus(extra) == PGRES_PIPELINE_SYNC {
+                PQclear(extra)
+                break
+            }
+            PQclear(extra)
+        }
+        return result
+    }
+
+    /// Reads up to the pipeline's Sync; false when it never came (the session is lost or confused).
+    private static func awaitSync(_ handle: OpaquePointer) -> Bool {
+        for _ in 0..<8 {
+            guard let result = PQgetResult(handle) else {
+                if PQstatus(handle) != CONNECTION_OK { return false }
+                continue
+            }
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { return true }
+        }
+        return false
     }
 
     /// Prepares `text` unless this session has it, then runs it by name. A refused prepare returns its
@@ -311,8 +461,7 @@ public final class PostgresConnection {
     }
 
     /// Calls `body` with C strings of the parameters (NULL for SQL NULL), valid during the call.
-    private static func withParameterPointers(_ parameters: [String?],
-                                              _ body: ([UnsafePointer<CChar>?]) -> OpaquePointer?) -> OpaquePointer? {
+    private static func withParameterPointers<R>(_ parameters: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
         let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { copies.forEach { free($0) } }
         return body(copies.map { $0.map { UnsafePointer($0) } })

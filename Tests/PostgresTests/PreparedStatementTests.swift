@@ -142,6 +142,61 @@ extension PostgresIntegration {
             #expect(try Self.serverSide(connection) == 1)
         }
 
+        @Test func aTransactionSendsBeginWithItsFirstStatement() throws {
+            let pool = PostgresPool(configuration: TestDatabase.configuration { $0.connectionsMax = 1 })
+            defer { pool.close() }
+            let table = TestDatabase.tableName("prep_begin")
+            try pool.withConnection { try $0.simpleQuery(SQL(unsafeSQL: "CREATE TABLE \(table) (id int PRIMARY KEY)")) }
+            let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES ($1)", preparable: true)
+            _ = try pool.transaction { try $0.execute(insert, [Int32(1)]) }  // prepares
+            let firstPid = try pool.query(SQL(unsafeSQL: "SELECT pg_backend_pid()")).first?.decode(0, as: Int32.self)
+            var trips: [Int] = []
+            for id: Int32 in [2, 5] {
+                let before = PostgresCounters.roundTrips
+                let level = try pool.transaction(isolation: .repeatableRead) { conn -> String in
+                    try conn.execute(insert, [id])
+                    return try conn.query(SQL(idempotent: "SELECT current_setting('transaction_isolation') AS l"))
+                        .first?.decode("l") ?? ""
+                }
+                #expect(level == "repeatable read")
+                trips.append(PostgresCounters.roundTrips - before)
+            }
+            // BEGIN with the insert, the read (prepared first the first time), COMMIT.
+            #expect(trips == [4, 3])
+            // The statement timeout is set in the transaction, as before.
+            let timeout = try pool.transaction { conn -> String in
+                try conn.query(SQL(idempotent: "SELECT current_setting('statement_timeout') AS t")).first?.decode("t") ?? ""
+            }
+            #expect(timeout == "5s")
+            // A transaction that sends nothing, one whose first command is a script, one that fails first.
+            _ = try pool.transaction { _ in 0 }
+            try pool.transaction { try $0.simpleQuery(SQL(unsafeSQL: "INSERT INTO \(table) VALUES (3)")) }
+            let duplicate = expectPostgresError(.queryFailed) { _ = try pool.transaction { try $0.execute(insert, [Int32(1)]) } }
+            #expect(duplicate?.isUniqueViolation == true)
+            expectPostgresError(.queryFailed) { _ = try pool.transaction { try $0.query("SELECT no_such_column_z") } }
+            let count = SQL(unsafeSQL: "SELECT count(*) FROM \(table)", preparable: true)
+            #expect(try pool.transaction { try $0.query(count).first?.decode(0, as: Int.self) } == 4)
+            let pidSQL = SQL(unsafeSQL: "SELECT pg_backend_pid()")
+            #expect(try pool.query(pidSQL).first?.decode(0, as: Int32.self) == firstPid)  // every failure left it reusable
+        }
+
+        @Test func aTransactionOnAStaleConnectionIsSentAgainOnTheResetSession() throws {
+            let admin = PostgresPool(configuration: TestDatabase.configuration())
+            defer { admin.close() }
+            let table = TestDatabase.tableName("prep_stale")
+            try admin.withConnection { try $0.simpleQuery(SQL(unsafeSQL: "CREATE TABLE \(table) (id int PRIMARY KEY)")) }
+            let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES ($1)", preparable: true)
+            let connection = try Self.open(prepared: true)
+            let pid = try #require(try connection.query("SELECT pg_backend_pid()").first?.decode(0, as: Int32.self))
+            _ = try admin.query("SELECT pg_terminate_backend($1, 5000)", [pid])
+            connection.beginCheckout(reused: true)
+            // Not idempotent, yet re-sent: the BEGIN travels with it and no COMMIT had been sent.
+            try connection.begin(isolation: .readCommitted, statementTimeoutMilliseconds: 5_000)
+            try connection.execute(insert, [Int32(1)])
+            try connection.commit()
+            #expect(try admin.query(SQL(unsafeSQL: "SELECT count(*) FROM \(table)")).first?.decode(0, as: Int.self) == 1)
+        }
+
         @Test func roundTripsAreCounted() throws {
             let connection = try Self.open(prepared: true)
             let before = (PostgresCounters.roundTrips, PostgresCounters.prepares)
