@@ -296,6 +296,7 @@ db_url="postgresql://tender@127.0.0.1:$pg_front/tender?connect_timeout=3"
 
 # --- pgbouncer (optional, CLUSTER_PGBOUNCER=1): the nodes' pools then go through it -------------------
 node_db_port=$pg_front
+prepared_statements=on
 if [ "${CLUSTER_PGBOUNCER:-0}" = 1 ]; then
   command -v pgbouncer >/dev/null || { echo "cluster-test: pgbouncer not found (scripts/deps.sh)" >&2; exit 1; }
   mkdir -p "$state/pgbouncer"
@@ -306,6 +307,7 @@ if [ "${CLUSTER_PGBOUNCER:-0}" = 1 ]; then
   start "$state/pgbouncer/pgbouncer.pid.run" "$state/pgbouncer/pgbouncer.out" pgbouncer "$state/pgbouncer/pgbouncer.ini"
   wait_for pgbouncer 30 psql -qtAX "postgresql://tender@127.0.0.1:$pgbouncer_port/tender?connect_timeout=3" -c "SELECT 1"
   node_db_port=$pgbouncer_port
+  prepared_statements=off
   echo "cluster-test: the nodes reach PostgreSQL through pgbouncer (transaction mode)" >&2
 fi
 
@@ -320,7 +322,8 @@ node_env() {  # node_env INDEX: the node's environment file from the template
   mkdir -p "$state/$n"
   fill "$templates/tender-node.env.in" "$state/$n/tender.env" DB_HOST="${db_hosts[$1]}" DB_PORT=$db_port \
     PG_FRONT_PORT=$pg_front DATABASE=tender NODE_HOST="${node_hosts[$1]}" NODE_PORT="$(node_port "$1")" \
-    DATA_DIR="$tender_data" MASTER_KEY_FILE="$tender_data/master.key" POOL_SIZE=8
+    DATA_DIR="$tender_data" MASTER_KEY_FILE="$tender_data/master.key" POOL_SIZE=8 \
+    PREPARED_STATEMENTS=$prepared_statements
   cat >>"$state/$n/tender.env" <<ENV
 # cluster-test only: the sandbox merchant and its stand-in for Apple, fast failure handling.
 TENDER_APPLE_ROOTS=$tender_data/sandbox/root.pem

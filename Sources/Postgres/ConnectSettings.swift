@@ -6,6 +6,8 @@ import Glibc
 struct ConnectSettings: Sendable {
     let keywords: [String]
     let values: [String]
+    /// Statements a connection keeps prepared; 0 runs every statement unnamed (`PQexecParams`).
+    var preparedStatementsMax = 0
 
     /// How long sent data may stay unacknowledged before the kernel ends the connection.
     static let tcpUserTimeoutMilliseconds = 10_000
@@ -62,7 +64,8 @@ struct ConnectSettings: Sendable {
         if present["tcp_user_timeout"] == nil {
             add("tcp_user_timeout", String(Self.tcpUserTimeoutMilliseconds))
         }
-        return .success(ConnectSettings(keywords: keywords, values: values))
+        let prepared = configuration.preparedStatements && !replication ? configuration.preparedStatementsMax : 0
+        return .success(ConnectSettings(keywords: keywords, values: values, preparedStatementsMax: prepared))
     }
 
     /// Opens a blocking connection; the caller owns the returned handle.

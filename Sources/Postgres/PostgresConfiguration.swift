@@ -13,6 +13,12 @@ public struct PostgresConfiguration: Sendable {
     /// `statement_timeout` for every connection (startup `options`), and `SET LOCAL` in transactions
     /// so it also holds behind pgbouncer in transaction mode (reliability-security §7.4). 0 disables.
     public var statementTimeoutMilliseconds: Int = 5_000
+    /// Prepares each statement once per connection and re-runs it by name (`PQprepare`, then
+    /// `PQexecPrepared`): PostgreSQL parses and plans it once instead of on every execution. Off behind
+    /// pgbouncer in transaction mode, where a session's prepared statements do not follow the client.
+    public var preparedStatements = true
+    /// Most statements one connection keeps prepared; the least recently used is deallocated beyond it.
+    public var preparedStatementsMax = 256
     /// `application_name` reported to the server (pg_stat_activity).
     public var applicationName: String = "tender"
     /// Lets one thread hold two connections of the pool at once without the debug-build trap (tests of
@@ -31,6 +37,7 @@ public struct PostgresConfiguration: Sendable {
         precondition(acquireTimeoutMilliseconds >= 0, "acquireTimeoutMilliseconds must not be negative")
         precondition(connectTimeoutSeconds >= 0, "connectTimeoutSeconds must not be negative")
         precondition(statementTimeoutMilliseconds >= 0, "statementTimeoutMilliseconds must not be negative")
+        precondition(preparedStatementsMax >= 1, "preparedStatementsMax must be at least 1")
     }
 }
 

@@ -13,19 +13,43 @@ import Glibc
 /// 4. the statement is marked idempotent (`SQL(idempotent:)`) or is the pool's own `BEGIN`, and
 /// 5. libpq reports the connection as broken (CONNECTION_BAD) after the attempt.
 /// A statement in a transaction or one not marked idempotent is never retried: it may have run.
+///
+/// Prepared statements (`PostgresConfiguration.preparedStatements`): a preparable statement (every SQL
+/// literal) is prepared on its first use on this session and run by name afterwards, so PostgreSQL parses
+/// and plans it once per connection. A failed prepare caches nothing; a reconnect empties the cache; a
+/// cached statement whose plan went stale (0A000, "cached plan must not change result type", after a
+/// migration) or that the session lost (26000) is dropped and, outside a transaction, prepared again
+/// and re-sent once (it failed before doing anything). Inside a transaction the error aborts it as any
+/// other would, and the next use prepares afresh.
+///
+/// With the cache on (a direct session, not pgbouncer), a transaction's BEGIN is not sent on its own:
+/// it goes in one pipeline with the transaction's first statement (and that statement's prepare), one
+/// round trip for all. No COMMIT is in that pipeline, so it is re-sent on a reset connection under the
+/// retry rule above even when the statement is not idempotent: the server rolled the transaction back.
 public final class PostgresConnection {
     private var handle: OpaquePointer
     private var reusedFromIdle = false
     private var statementsThisCheckout = 0
     /// Set when the session is in a state the pool must not reuse.
     private(set) var isBroken = false
+    private var statements: StatementCache
+    /// Whether the last `sendPrepared` ran an already-prepared statement (not one it just prepared).
+    private var lastSendUsedCache = false
+    /// A transaction's BEGIN commands waiting for its first statement, which carries them in one pipeline.
+    private var pendingBegin: [String]?
+    /// Set by `sendPipeline` when a BEGIN command (not the statement) failed.
+    private var pipelineBeginFailed = false
 
     /// Highest parameter count the protocol allows (Bind message uses an Int16 count).
     public static let parametersMax = 65_535
 
-    init(handle: OpaquePointer) {
+    init(handle: OpaquePointer, preparedStatementsMax: Int = 0) {
         self.handle = handle
+        self.statements = StatementCache(capacity: preparedStatementsMax)
     }
+
+    /// Statements prepared on this session now (tests of the cache bound).
+    var preparedStatementCount: Int { statements.count }
 
     deinit {
         PQfinish(handle)
@@ -34,7 +58,7 @@ public final class PostgresConnection {
     /// Opens a connection outside any pool (the pool and the listener use this too).
     static func open(_ settings: ConnectSettings) throws(PostgresError) -> PostgresConnection {
         switch settings.connect() {
-        case .success(let handle): return PostgresConnection(handle: handle)
+        case .success(let handle): return PostgresConnection(handle: handle, preparedStatementsMax: settings.preparedStatementsMax)
         case .failure(let error): throw error
         }
     }
@@ -44,9 +68,7 @@ public final class PostgresConnection {
     /// Runs one statement with `$1…` parameters (unnamed prepared statement, text results).
     public func query(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> PostgresResult {
         let texts = try parameterTexts(parameters)
-        let result = try run(retryable: sql.isIdempotent) { handle in
-            Self.execParams(handle, sql.text, texts)
-        }
+        let result = try runStatement(sql, texts)
         defer { PQclear(result) }
         return Self.makeResult(result)
     }
@@ -59,9 +81,7 @@ public final class PostgresConnection {
     public func forEachRow(_ sql: SQL, _ parameters: [any PostgresEncodable] = [],
                            _ body: (PostgresRawRow) throws -> Void) throws -> Int {
         let texts = try parameterTexts(parameters)
-        let result = try run(retryable: sql.isIdempotent) { handle in
-            Self.execParams(handle, sql.text, texts)
-        }
+        let result = try runStatement(sql, texts)
         defer { PQclear(result) }
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
@@ -79,7 +99,11 @@ public final class PostgresConnection {
 
     /// Runs a multi-statement script without parameters (migrations); stops at the first error.
     public func simpleQuery(_ sql: SQL) throws(PostgresError) {
-        let result = try run(retryable: sql.isIdempotent) { handle in PQexec(handle, sql.text) }
+        try flushBegin()
+        let result = try run(retryable: sql.isIdempotent) { handle in
+            PostgresCounters.countRoundTrip()
+            return PQexec(handle, sql.text)
+        }
         PQclear(result)
     }
 
@@ -89,6 +113,7 @@ public final class PostgresConnection {
     func beginCheckout(reused: Bool) {
         reusedFromIdle = reused
         statementsThisCheckout = 0
+        pendingBegin = nil
     }
 
     /// Cheap checkout validation: the session must be idle, and its socket must have nothing to read.
@@ -106,25 +131,60 @@ public final class PostgresConnection {
 
     /// Brings the session back to idle before it returns to the pool; false means discard it.
     func resetForReuse() -> Bool {
+        pendingBegin = nil  // a transaction that sent nothing left nothing to end
         if isBroken || PQstatus(handle) != CONNECTION_OK { return false }
         switch PQtransactionStatus(handle) {
         case PQTRANS_IDLE:
-            return true
+            break
         case PQTRANS_INTRANS, PQTRANS_INERROR:
             // A body left a transaction open (its own BEGIN, or an error between BEGIN and COMMIT).
             rollbackQuietly()
-            return !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE
+            guard !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE else { return false }
         default:
             return false
         }
+        return deallocatePending()
+    }
+
+    /// Deallocates the statements the cache let go of, outside any transaction; false means discard.
+    /// A refusal (a name the session no longer has) only leaves a name unused: the session stays idle.
+    private func deallocatePending() -> Bool {
+        guard !statements.pendingDeallocations.isEmpty else { return true }
+        let text = statements.takePendingDeallocations().map { "DEALLOCATE " + $0 }.joined(separator: "; ")
+        PostgresCounters.countRoundTrip()
+        let result = PQexec(handle, text)
+        defer { PQclear(result) }
+        let ok = result != nil && PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+        if !ok { isBroken = true }
+        return ok
     }
 
     /// BEGIN with isolation, plus SET LOCAL statement_timeout so the limit also holds behind
     /// pgbouncer transaction pooling, where startup options do not reach the server (§7.4).
+    /// With the statement cache on, only noted here and sent with the first statement (`sendPipeline`).
     func begin(isolation: TransactionIsolation, statementTimeoutMilliseconds: Int) throws(PostgresError) {
-        let text = "BEGIN ISOLATION LEVEL \(isolation.sql); SET LOCAL statement_timeout = \(statementTimeoutMilliseconds)"
+        let commands = ["BEGIN ISOLATION LEVEL \(isolation.sql)", "SET LOCAL statement_timeout = \(statementTimeoutMilliseconds)"]
+        if statements.isEnabled && !isBroken && pendingBegin == nil && PQtransactionStatus(handle) == PQTRANS_IDLE {
+            pendingBegin = commands
+            return
+        }
+        try sendBegin(commands)
+    }
+
+    /// Sends a deferred BEGIN on its own, before a command that cannot share its pipeline.
+    private func flushBegin() throws(PostgresError) {
+        guard let commands = pendingBegin else { return }
+        pendingBegin = nil
+        try sendBegin(commands)
+    }
+
+    private func sendBegin(_ commands: [String]) throws(PostgresError) {
+        let text = commands.joined(separator: "; ")
         do {
-            let result = try run(retryable: true) { handle in PQexec(handle, text) }
+            let result = try run(retryable: true) { handle in
+                PostgresCounters.countRoundTrip()
+                return PQexec(handle, text)
+            }
             PQclear(result)
         } catch {
             var failure = error
@@ -137,7 +197,12 @@ public final class PostgresConnection {
 
     /// COMMIT; distinguishes "PostgreSQL said no" from "nobody knows" (STYLE.md, Database).
     func commit() throws(PostgresError) {
+        if pendingBegin != nil {
+            pendingBegin = nil  // the transaction never reached the server: nothing to commit
+            return
+        }
         statementsThisCheckout += 1
+        PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "COMMIT")
         defer { PQclear(result) }
         if PQstatus(handle) != CONNECTION_OK || result == nil {
@@ -164,7 +229,12 @@ public final class PostgresConnection {
     /// ROLLBACK whose failure only marks the connection broken (the caller's error wins).
     @discardableResult
     func rollbackQuietly() -> Bool {
+        if pendingBegin != nil {
+            pendingBegin = nil
+            return !isBroken
+        }
         statementsThisCheckout += 1
+        PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "ROLLBACK")
         defer { PQclear(result) }
         let ok = result != nil && PQresultStatus(result) == PGRES_COMMAND_OK && PQstatus(handle) == CONNECTION_OK
@@ -182,7 +252,11 @@ public final class PostgresConnection {
         }
         let text = "LISTEN " + String(cString: escaped)
         PQfreemem(escaped)
-        let result = try run(retryable: false) { handle in PQexec(handle, text) }
+        try flushBegin()
+        let result = try run(retryable: false) { handle in
+            PostgresCounters.countRoundTrip()
+            return PQexec(handle, text)
+        }
         PQclear(result)
     }
 
@@ -232,13 +306,181 @@ public final class PostgresConnection {
         } ?? text.utf8.contains(0)
     }
 
-    private static func execParams(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+    /// Runs one statement: by name from the statement cache when it is on and the text preparable,
+    /// else unnamed. A cached statement refused as stale (0A000) or unknown (26000) is dropped from the
+    /// cache and, when the session was outside a transaction, prepared again and re-sent once.
+    private func runStatement(_ sql: SQL, _ texts: [String?]) throws(PostgresError) -> OpaquePointer {
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            return try runWithBegin(begin, sql, texts)
+        }
+        guard statements.isEnabled && sql.isPreparable else {
+            return try run(retryable: sql.isIdempotent) { handle in Self.execParams(handle, sql.text, texts) }
+        }
+        let outsideTransaction = PQtransactionStatus(handle) == PQTRANS_IDLE
+        do {
+            return try run(retryable: sql.isIdempotent) { handle in sendPrepared(handle, sql.text, texts) }
+        } catch {
+            let stale = error.sqlState == "0A000" || error.sqlState == "26000"
+            guard stale && lastSendUsedCache && !isBroken else { throw error }
+            if error.sqlState == "0A000" {
+                statements.invalidate(sql.text, deallocate: true)
+            } else {
+                statements.clear()  // the session lost its statements (DISCARD ALL, DEALLOCATE ALL): all of them, likely
+            }
+            guard outsideTransaction && PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
+            return try run(retryable: false) { handle in sendPrepared(handle, sql.text, texts) }
+        }
+    }
+
+    /// The transaction's BEGIN and its first statement in one pipeline (`sendPipeline`). A failed BEGIN
+    /// is `transaction_begin_failed`, as when it is sent on its own.
+    private func runWithBegin(_ begin: [String], _ sql: SQL, _ texts: [String?]) throws(PostgresError) -> OpaquePointer {
+        pipelineBeginFailed = false
+        do {
+            // Retryable whatever the statement: no COMMIT is in the pipeline, so a lost session rolled it back.
+            return try run(retryable: true) { handle in sendPipeline(handle, begin, sql, texts) }
+        } catch {
+            if pipelineBeginFailed {
+                var failure = error
+                failure.message = "BEGIN failed (\(error.code.rawValue)): " + error.message
+                failure.code = .transactionBeginFailed
+                if !isBroken && PQtransactionStatus(handle) != PQTRANS_IDLE { rollbackQuietly() }
+                throw failure
+            }
+            if error.sqlState == "0A000" && lastSendUsedCache { statements.invalidate(sql.text, deallocate: true) }
+            if error.sqlState == "26000" && lastSendUsedCache { statements.clear() }
+            throw error
+        }
+    }
+
+    /// Sends `begin`'s commands, the statement's prepare when this session lacks it, the statement and a
+    /// Sync as one pipeline, then reads every result. Returns the first failed result (a BEGIN command's
+    /// sets `pipelineBeginFailed`), else the statement's; nil when the pipeline itself broke down.
+    private func sendPipeline(_ handle: OpaquePointer, _ begin: [String], _ sql: SQL, _ parameters: [String?]) -> OpaquePointer? {
+        PostgresCounters.countRoundTrip()
+        guard PQpipelineStatus(handle) == PQ_PIPELINE_OFF || PQexitPipelineMode(handle) == 1,
+              PQenterPipelineMode(handle) == 1 else { return nil }
+        var sent = true
+        for command in begin { sent = sent && PQsendQueryParams(handle, command, 0, nil, nil, nil, nil, 0) == 1 }
+        var name: String? = nil
+        var preparing: String? = nil
+        lastSendUsedCache = false
+        if statements.isEnabled && sql.isPreparable {
+            name = statements.name(for: sql.text)
+            lastSendUsedCache = name != nil
+            if name == nil {
+                let fresh = statements.freshName()
+                PostgresCounters.countPrepare()
+                sent = sent && PQsendPrepare(handle, fresh, sql.text, 0, nil) == 1
+                (name, preparing) = (fresh, fresh)
+            }
+        }
+        sent = sent && Self.withParameterPointers(parameters) { pointers -> Int32 in
+            if let name { return PQsendQueryPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0) }
+            return PQsendQueryParams(handle, sql.text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        } == 1
+        sent = sent && PQpipelineSync(handle) == 1
+        guard sent else {
+            if PQstatus(handle) == CONNECTION_OK { isBroken = true }
+            return nil
+        }
+        var failure: OpaquePointer? = nil
+        for _ in begin {
+            let result = Self.takeResult(handle)
+            if failure == nil && PQresultStatus(result) != PGRES_COMMAND_OK {
+                failure = result
+                pipelineBeginFailed = true
+            } else {
+                PQclear(result)
+            }
+        }
+        if let preparing {
+            let result = Self.takeResult(handle)
+            if PQresultStatus(result) == PGRES_COMMAND_OK && failure == nil {
+                statements.insert(sql.text, name: preparing)
+                PQclear(result)
+            } else if failure == nil {
+                failure = result
+            } else {
+                PQclear(result)
+            }
+        }
+        let statement = Self.takeResult(handle)
+        if failure != nil { PQclear(statement) }
+        let synced = Self.awaitSync(handle) && PQexitPipelineMode(handle) == 1
+        if !synced && PQstatus(handle) == CONNECTION_OK { isBroken = true }
+        return failure ?? statement
+    }
+
+    /// One pipelined command's result, reading on to the NULL that ends it.
+    private static func takeResult(_ handle: OpaquePointer) -> OpaquePointer? {
+        let result = PQgetResult(handle)
+        guard result != nil else { return nil }
+        while let extra = PQgetResult(handle) {
+            if PQresultStatus(extra) == PGRES_PIPELINE_SYNC {
+                PQclear(extra)
+                break
+            }
+            PQclear(extra)
+        }
+        return result
+    }
+
+    /// Reads up to the pipeline's Sync; false when it never came (the session is lost or confused).
+    private static func awaitSync(_ handle: OpaquePointer) -> Bool {
+        for _ in 0..<8 {
+            guard let result = PQgetResult(handle) else {
+                if PQstatus(handle) != CONNECTION_OK { return false }
+                continue
+            }
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { return true }
+        }
+        return false
+    }
+
+    /// Prepares `text` unless this session has it, then runs it by name. A refused prepare returns its
+    /// error result (the caller's `run` reports it) and leaves the cache as it was.
+    private func sendPrepared(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+        if let name = statements.name(for: text) {
+            lastSendUsedCache = true
+            return Self.execPrepared(handle, name, parameters)
+        }
+        lastSendUsedCache = false
+        let name = statements.freshName()
+        PostgresCounters.countRoundTrip()
+        PostgresCounters.countPrepare()
+        // nParams 0 with no types: the server infers every parameter's type, as for PQexecParams.
+        guard let prepared = PQprepare(handle, name, text, 0, nil) else { return nil }
+        guard PQresultStatus(prepared) == PGRES_COMMAND_OK, PQstatus(handle) == CONNECTION_OK else { return prepared }
+        PQclear(prepared)
+        statements.insert(text, name: name)
+        return Self.execPrepared(handle, name, parameters)
+    }
+
+    /// Calls `body` with C strings of the parameters (NULL for SQL NULL), valid during the call.
+    private static func withParameterPointers<R>(_ parameters: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
         let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { copies.forEach { free($0) } }
-        let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
+        return body(copies.map { $0.map { UnsafePointer($0) } })
+    }
+
+    private static func execParams(_ handle: OpaquePointer, _ text: String, _ parameters: [String?]) -> OpaquePointer? {
+        PostgresCounters.countRoundTrip()
         // paramTypes nil: the server infers types; resultFormat 0: text. Unnamed statement, so no
         // session state survives the call (pgbouncer transaction mode, §7.4).
-        return PQexecParams(handle, text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        return withParameterPointers(parameters) { pointers in
+            PQexecParams(handle, text, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        }
+    }
+
+    private static func execPrepared(_ handle: OpaquePointer, _ name: String, _ parameters: [String?]) -> OpaquePointer? {
+        PostgresCounters.countRoundTrip()
+        return withParameterPointers(parameters) { pointers in
+            PQexecPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0)
+        }
     }
 
     /// Sends a statement (once, or twice under the retry rule above) and returns a successful result.
@@ -253,6 +495,7 @@ public final class PostgresConnection {
         if PQstatus(handle) != CONNECTION_OK && mayRetry {
             PQclear(result)
             PQreset(handle)
+            statements.clear()
             reusedFromIdle = false
             guard PQstatus(handle) == CONNECTION_OK else {
                 isBroken = true

@@ -183,6 +183,8 @@ public struct TenderConfiguration: Sendable {
         limits.databaseConnectionsMax = try integer(env, "TENDER_DB_POOL_SIZE", default: limits.databaseConnectionsMax, range: 1...500)
         limits.statementTimeoutMilliseconds = try integer(env, "TENDER_DB_STATEMENT_TIMEOUT_MS",
             default: limits.statementTimeoutMilliseconds, range: 10...600_000)
+        limits.databasePreparedStatements = try onOff(env, "TENDER_DB_PREPARED_STATEMENTS", default: true,
+                                                      code: preparedStatementsInvalidCode)
         limits.bodyBytesMax = try integer(env, "TENDER_HTTP_BODY_BYTES_MAX", default: limits.bodyBytesMax, range: 1_024...64 * 1_048_576)
         limits.connectionsMax = try integer(env, "TENDER_HTTP_CONNECTIONS_MAX", default: limits.connectionsMax, range: 1...100_000)
         limits.connectionsPerIPMax = try integer(env, "TENDER_HTTP_CONNECTIONS_PER_IP_MAX", default: limits.connectionsPerIPMax,
@@ -251,14 +253,18 @@ public struct TenderConfiguration: Sendable {
         return v
     }
 
-    static func onOff(_ env: [String: String], _ name: String, default fallback: Bool) throws(ConfigurationError) -> Bool {
+    static func onOff(_ env: [String: String], _ name: String, default fallback: Bool,
+                      code: String = "configuration_invalid") throws(ConfigurationError) -> Bool {
         switch env[name] ?? "" {
         case "": return fallback
         case "on": return true
         case "off": return false
-        default: throw ConfigurationError(variable: name, reason: "expected on or off")
+        default: throw ConfigurationError(variable: name, reason: "expected on or off", code: code)
         }
     }
+
+    /// The code a `TENDER_DB_PREPARED_STATEMENTS` other than `on` or `off` carries.
+    public static let preparedStatementsInvalidCode = "database_prepared_statements_invalid"
 
     static func isHostName(_ host: String) -> Bool {
         !host.isEmpty && host.count <= 253 && host.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
@@ -275,6 +281,9 @@ public struct ServerLimits: Sendable {
     public var databaseAcquireTimeoutMilliseconds = 3_000
     /// `TENDER_DB_STATEMENT_TIMEOUT_MS`: PostgreSQL `statement_timeout` on every connection.
     public var statementTimeoutMilliseconds = 5_000
+    /// `TENDER_DB_PREPARED_STATEMENTS` (`on`/`off`): each statement prepared once per connection. `off`
+    /// behind pgbouncer in transaction mode, where a session's prepared statements do not follow the client.
+    public var databasePreparedStatements = true
     /// `TENDER_HTTP_BODY_BYTES_MAX`: request bodies above this get an early 413.
     public var bodyBytesMax = 1_048_576
     /// Request head bytes (request line and header fields); above this the edge answers 431.

@@ -53,6 +53,22 @@ import Testing
             .financeFeedLagSecondsMax == 86_400)
     }
 
+    @Test func preparedStatementsAreOnUnlessTurnedOff() throws {
+        #expect(try TenderConfiguration.load(environment: [:]).limits.databasePreparedStatements)
+        #expect(try TenderConfiguration.load(environment: ["TENDER_DB_PREPARED_STATEMENTS": "on"]).limits.databasePreparedStatements)
+        #expect(try !TenderConfiguration.load(environment: ["TENDER_DB_PREPARED_STATEMENTS": "off"]).limits.databasePreparedStatements)
+        for bad in ["true", "OFF", "1", " on"] {
+            #expect {
+                _ = try TenderConfiguration.load(environment: ["TENDER_DB_PREPARED_STATEMENTS": bad])
+            } throws: { error in
+                let error = error as? ConfigurationError
+                return error?.variable == "TENDER_DB_PREPARED_STATEMENTS"
+                    && error?.code == TenderConfiguration.preparedStatementsInvalidCode
+                    && error?.code == "database_prepared_statements_invalid"
+            }
+        }
+    }
+
     @Test func theFinanceFeedConnectsWhereItIsTold() throws {
         let defaults = try TenderConfiguration.load(environment: [:])
         #expect(defaults.financeFeedDatabaseURL == nil)

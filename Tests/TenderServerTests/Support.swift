@@ -54,6 +54,8 @@ enum TestEnvironment {
     static func migratedPool(_ prefix: String, connectionsMax: Int = 8) throws -> PostgresPool {
         var config = PostgresConfiguration(connectionString: try freshDatabase(prefix))
         config.connectionsMax = connectionsMax
+        // TENDER_DB_PREPARED_STATEMENTS=off runs the suite's pools with unnamed statements (as behind pgbouncer).
+        config.preparedStatements = ProcessInfo.processInfo.environment["TENDER_DB_PREPARED_STATEMENTS"] != "off"
         let pool = PostgresPool(configuration: config)
         try Migrator(pool: pool, files: try MigrationFile.load(directory: migrationsDirectory)).migrate()
         return pool

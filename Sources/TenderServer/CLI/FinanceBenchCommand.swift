@@ -40,6 +40,7 @@ enum FinanceBenchCommand {
         }
         configuration.limits.databaseConnectionsMax = 8
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.preparedStatements = configuration.limits.databasePreparedStatements
         pg.connectionsMax = 8
         pg.statementTimeoutMilliseconds = 120_000
         let pool = PostgresPool(configuration: pg); defer { pool.close() }

@@ -12,6 +12,7 @@ enum FinanceRecordBench {
     static func run(clients: Int, seconds: Double, configuration: TenderConfiguration, migrations: String,
                     now: Date) throws {
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.preparedStatements = configuration.limits.databasePreparedStatements
         pg.connectionsMax = clients
         pg.statementTimeoutMilliseconds = 120_000
         let pool = PostgresPool(configuration: pg)

@@ -39,6 +39,7 @@ enum ServeCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.preparedStatements = configuration.limits.databasePreparedStatements
         pg.connectionsMax = configuration.limits.databaseConnectionsMax
         pg.waitQueueMax = configuration.limits.databaseWaitQueueMax
         pg.acquireTimeoutMilliseconds = configuration.limits.databaseAcquireTimeoutMilliseconds

@@ -99,6 +99,7 @@ public enum TenderCLI {
                              connectionsMax: Int = 2) throws -> (TenderConfiguration, PostgresPool) {
         let configuration = try TenderConfiguration.load(environment: environment, overrides: overrides)
         var pg = PostgresConfiguration(connectionString: configuration.resolvedDatabaseURL)
+        pg.preparedStatements = configuration.limits.databasePreparedStatements
         pg.connectionsMax = connectionsMax
         pg.statementTimeoutMilliseconds = configuration.limits.statementTimeoutMilliseconds
         pg.applicationName = "tender-cli"

@@ -266,14 +266,18 @@ public final class PaymentsService: Sendable {
         SELECT * FROM inserted
         """
 
-    /// Phase 3 for an approval: the pending payment becomes `succeeded` and its session `paid`, returning the
+    /// Phase 3 for an approval: the session locked (CTE `locked`, before the payment row: the lock
+    /// order of `lockSession`), the pending payment becomes `succeeded` and its session `paid`, returning the
     /// updated payment. The `status = 'pending'` condition is re-checked under the row lock, so an outcome
     /// already recorded by another holder returns no row (and is then read as it is).
     static let approvedSQL: SQL = """
-        WITH updated AS (
+        WITH locked AS (
+            SELECT 1 FROM checkout_sessions
+            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
+        ), updated AS (
             UPDATE payments SET status = 'succeeded', processor_reference = $2, recovery_point = 'outcome_recorded',
                    encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-            WHERE payment_id = $1 AND status = 'pending'
+            WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
             RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                       expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
                       apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
@@ -284,11 +288,15 @@ public final class PaymentsService: Sendable {
         SELECT * FROM updated
         """
 
-    /// Phase 3 for a decline, like `approvedSQL` (the session stays open).
+    /// Phase 3 for a decline, like `approvedSQL` (the session locked first; it stays open).
     static let declinedSQL: SQL = """
+        WITH locked AS (
+            SELECT 1 FROM checkout_sessions
+            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
+        )
         UPDATE payments SET status = 'declined', decline_code = $2, processor_reference = $3,
                recovery_point = 'outcome_recorded', encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-        WHERE payment_id = $1 AND status = 'pending'
+        WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
         RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
                   expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
                   apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
@@ -362,9 +370,9 @@ public final class PaymentsService: Sendable {
         var outcome = answer
         if case .accepted? = answer { outcome = .unknown(reason: "processor_accepted") }
         return try pool.transaction { conn in
-            try Self.lockSession(ofPayment: paymentId, on: conn)
-            // A known answer is written with one conditional update that returns the row; only when it finds
-            // the payment no longer pending (or the answer is unknown) is the row read and locked instead.
+            // A known answer is written with one conditional update that locks the session first and returns the
+            // row; only when it finds the payment no longer pending (or the answer is unknown) is the row read and
+            // locked instead (the session locked before it either way: `lockSession`).
             var recorded: PaymentRecord?
             switch outcome {
             case .approved(let reference, _)?:
@@ -372,7 +380,7 @@ public final class PaymentsService: Sendable {
             case .declined(let code, let reference)?:
                 recorded = try conn.query(Self.declinedSQL, [paymentId, code, reference]).first.map(PaymentRecord.init(row:))
             case .unknown?, .accepted?, nil:
-                break
+                try Self.lockSession(ofPayment: paymentId, on: conn)
             }
             if let payment = recorded {
                 try publishOutcome(of: payment, on: conn)

@@ -1,5 +1,6 @@
 import Foundation
 import Payments
+import Postgres
 import Synchronization
 import Testing
 @testable import TenderServer
@@ -14,7 +15,9 @@ struct PaymentsBenchmark {
         let env = ProcessInfo.processInfo.environment
         let total = Int(env["TENDER_BENCH_PAYMENTS_COUNT"] ?? "") ?? 3_000
         let clients = 32
-        let h = try PaymentsHarness(prefix: "pay_bench", connectionsMax: 16)
+        var settings = PaymentsHarness.fastSettings
+        settings.resolverIntervalMilliseconds = 60_000  // no background passes inside the counted round trips
+        let h = try PaymentsHarness(prefix: "pay_bench", settings: settings, connectionsMax: 16)
         defer { h.stop() }
         var work: [(SessionFixture, [UInt8])] = []
         for _ in 0..<total {
@@ -24,6 +27,8 @@ struct PaymentsBenchmark {
         let jobs = work
         let latencies = Mutex<[Double]>([])
         let failures = Atomic<Int>(0)
+        let roundTripsBefore = PostgresCounters.roundTrips
+        let preparesBefore = PostgresCounters.prepares
         let started = Date()
         _ = concurrently(clients) { c -> Int in
             guard let client = try? RawHTTPClient(port: h.port) else { return 0 }
@@ -40,10 +45,13 @@ struct PaymentsBenchmark {
             return mine.count
         }
         let elapsed = Date().timeIntervalSince(started)
+        let roundTrips = Double(PostgresCounters.roundTrips - roundTripsBefore) / Double(max(1, jobs.count))
+        let prepares = PostgresCounters.prepares - preparesBefore
         let sorted = latencies.withLock { $0.sorted() }
         func pct(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1_000 }
         print(String(format: "payments: %d in %.2f s = %.0f payments/s, p50 %.1f ms, p99 %.1f ms, failures %d (32 clients, simulator 0 ms)",
                      sorted.count, elapsed, Double(sorted.count) / elapsed, pct(0.5), pct(0.99), failures.load(ordering: .relaxed)))
+        print(String(format: "payments: %.2f database round trips per payment (%d statements prepared in all)", roundTrips, prepares))
         #expect(failures.load(ordering: .relaxed) == 0)
     }
 }
