@@ -118,24 +118,28 @@ final class JSONTreeEncoder: Encoder {
 
     /// The node of any Encodable: scalars directly, everything else through its `encode(to:)`.
     static func node<T: Encodable>(of value: T) throws -> JSONNode {
-        // The common scalars by their static type first (a metatype comparison, no dynamic cast).
-        if T.self == String.self, let text = value as? String { return .string(text) }
-        if T.self == Int.self, let number = value as? Int { return .literal(String(number)) }
-        if T.self == Bool.self, let flag = value as? Bool { return .literal(flag ? "true" : "false") }
-        if T.self == Int64.self, let number = value as? Int64 { return .literal(String(number)) }
-        switch value {
-        case let text as String: return .string(text)
-        case let flag as Bool: return .literal(flag ? "true" : "false")
-        case let number as any BinaryInteger: return .literal(String(describing: number))
-        // Foundation writes these its own way (floating point formatting, base64, absolute strings, decimals).
-        case is any BinaryFloatingPoint, is Date, is Data, is URL, is Decimal: throw JSONBytesUnsupported()
-        default: break
+        // Scalars and the types Foundation writes its own way are recognised by their dynamic type (a pointer
+        // comparison each): a dynamic cast to a protocol per value cost more than Foundation's own boxing.
+        let type: Any.Type = Swift.type(of: value)
+        if type == String.self, let text = value as? String { return .string(text) }
+        if type == Int.self, let number = value as? Int { return .literal(String(number)) }
+        if type == Bool.self, let flag = value as? Bool { return .literal(flag ? "true" : "false") }
+        if integerTypes.contains(where: { $0 == type }), let number = value as? any BinaryInteger {
+            return .literal(String(describing: number))
         }
+        if foundationTypes.contains(where: { $0 == type }) { throw JSONBytesUnsupported() }
         let encoder = JSONTreeEncoder()
         try value.encode(to: encoder)
         guard let node = encoder.node else { throw JSONBytesUnsupported() }
         return node
     }
+
+    private static let integerTypes: [Any.Type] = [Int64.self, Int32.self, Int16.self, Int8.self, UInt.self, UInt64.self,
+                                                   UInt32.self, UInt16.self, UInt8.self]
+    /// Floating point, dates, data, URLs and decimals (Foundation formats them itself), and any other standard
+    /// scalar this encoder does not spell: left to Foundation.
+    private static let foundationTypes: [Any.Type] = [Double.self, Float.self, Float16.self, Date.self, Data.self, URL.self,
+                                                      Decimal.self, Int128.self, UInt128.self]
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         let box: JSONObjectBox

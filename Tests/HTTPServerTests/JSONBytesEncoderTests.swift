@@ -101,6 +101,10 @@ import Testing
 
     @Test func whatFoundationWritesItsOwnWayIsLeftToFoundation() throws {
         #expect(JSONBytesEncoder.encode([1.5]) == nil)
+        #expect(JSONBytesEncoder.encode([Float(1)]) == nil)
+        #expect(JSONBytesEncoder.encode(["x": Int128(5)]) == nil)
+        #expect(JSONBytesEncoder.encode([Int16(-3), Int16(7)]) == (try Self.foundation([Int16(-3), Int16(7)])))
+        #expect(JSONBytesEncoder.encode([UInt8(255)]) == (try Self.foundation([UInt8(255)])))
         #expect(JSONBytesEncoder.encode(["at": Date(timeIntervalSince1970: 0)]) == nil)
         #expect(JSONBytesEncoder.encode([Data([1, 2])]) == nil)
         #expect(JSONBytesEncoder.encode([URL(fileURLWithPath: "/tmp")]) == nil)
