@@ -63,14 +63,17 @@ public final class HTTPServer: Sendable {
                 phase = .stopped
                 throw error
             }
-            // MHD's pool holds the canonical head the edge forwards (never larger than the client's) and the
-            // response headers; with twice the head limit, MHD never answers 431 itself.
+            // MHD's pool holds the canonical head the edge forwards (at most `headerBytesMax`: the edge refuses
+            // larger ones with its own 431, and never forwards trailer fields), MHD's record of each header
+            // field and query argument, and the response headers. MHD 0.9.75 zeroes the whole pool before
+            // every request on a connection (MHD_pool_reset), so it is sized to what a head at every edge
+            // limit needs (RelayLimitsTests) rather than with room to spare: zeroing costs per byte.
             let limits = tender_mhd_limits(
                 thread_pool_size: UInt32(configuration.ioThreads),
                 connection_limit: UInt32(configuration.connectionsMax + 16),
                 per_ip_connection_limit: UInt32(configuration.connectionsPerIPMax + 16),
                 connection_timeout_seconds: UInt32(configuration.idleTimeoutSeconds),
-                connection_memory_limit_bytes: configuration.headerBytesMax * 2 + 16_384)
+                connection_memory_limit_bytes: Self.poolBytes(configuration))
             let context = Unmanaged.passUnretained(core).toOpaque()
             guard let daemon = tender_mhd_start_unbound(limits, MHDCallbacks.access, context, MHDCallbacks.completed,
                                                         context) else {
@@ -134,6 +137,12 @@ public final class HTTPServer: Sendable {
         // What MHD wrote before it stopped (the 503s above) is still relayed, briefly, then every connection closes.
         edge.stop(flushDeadlineNanoseconds: monotonicNanoseconds() + 500_000_000)
         return drained && workersStopped
+    }
+
+    /// MHD's per-connection pool: the longest head, MHD's record of each field (about 64 bytes each, for
+    /// `headerFieldsMax` fields) and 8 KiB for the query's arguments and the response headers it writes.
+    static func poolBytes(_ configuration: HTTPServerConfiguration) -> Int {
+        configuration.headerBytesMax + configuration.headerFieldsMax * 64 + 8_192
     }
 
     static func edgeSettings(_ configuration: HTTPServerConfiguration) -> Edge.Settings {

@@ -50,8 +50,22 @@ public struct HTTPHeaders: Sendable, Sequence {
         pairs.makeIterator()
     }
 
-    private static func sameName(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a.lowercased() == b.lowercased()
+    /// Case-insensitive name comparison without allocating: field names are ASCII tokens (the edge refuses
+    /// others), compared with ASCII case folding; a non-ASCII name falls back to `lowercased()`.
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        var nonASCII = false
+        let equal = a.utf8.elementsEqual(b.utf8) { x, y in
+            if x == y { return true }
+            if x >= 0x80 || y >= 0x80 {
+                nonASCII = true
+                return true
+            }
+            let foldedX = x >= 0x41 && x <= 0x5A ? x | 0x20 : x
+            let foldedY = y >= 0x41 && y <= 0x5A ? y | 0x20 : y
+            return foldedX == foldedY
+        }
+        return nonASCII ? a.lowercased() == b.lowercased() : equal
     }
 }
 
@@ -114,12 +128,12 @@ public struct HTTPResponse: Sendable {
         self.body = body
     }
 
-    /// A JSON response encoded with the shared `JSONCoding.encoder`; an encoding failure becomes a 500 problem.
+    /// A JSON response with the bytes of the shared `JSONCoding.encoder` (written by `JSONBytesEncoder`
+    /// where it can); an encoding failure becomes a 500 problem.
     public static func json<T: Encodable>(_ value: T, status: Int = 200) -> HTTPResponse {
         do {
-            let data = try JSONCoding.encoder.encode(value)
             return HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]),
-                                body: [UInt8](data))
+                                body: try JSONBytesEncoder.bytes(value))
         } catch {
             return problem(.internalError, requestID: "")
         }

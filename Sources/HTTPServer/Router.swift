@@ -49,6 +49,56 @@ public struct Router: Sendable {
     /// Finds the route for a request; literal segments win over parameters at the first position they differ.
     public func match(method: String, path: String) -> RouteMatch {
         let parts = Self.split(path)
+        guard parts.count < Self.segmentsRanked else { return Self.matchLong(routes, method: method, parts: parts) }
+        var best: (index: Int, rank: UInt64)?
+        var allowed: [String] = []
+        for index in routes.indices where routes[index].segments.count == parts.count {
+            guard let rank = Self.rank(routes[index].segments, against: parts) else { continue }
+            guard routes[index].method == method else {
+                if !allowed.contains(routes[index].method) { allowed.append(routes[index].method) }
+                continue
+            }
+            // The first route of the highest rank wins, as before: later ones must rank strictly higher.
+            if let current = best, rank <= current.rank { continue }
+            best = (index, rank)
+        }
+        if let best {
+            let route = routes[best.index]
+            return .found(route.handler, pattern: route.pattern, parameters: Self.parameters(route.segments, parts),
+                          inline: route.inline)
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed.sorted())
+    }
+
+    /// Paths with this many segments or more are matched by `matchLong` (a rank is one bit per segment).
+    static let segmentsRanked = 64
+
+    /// A route's rank for `parts`, or nil when it does not match: bit 63 − i is set when segment i matched
+    /// literally, so comparing ranks as integers finds the first position where they differ and prefers the literal.
+    private static func rank(_ segments: [Segment], against parts: [String]) -> UInt64? {
+        var rank: UInt64 = 0
+        for index in segments.indices {
+            switch segments[index] {
+            case .literal(let text):
+                guard text == parts[index] else { return nil }
+                rank |= 1 << UInt64(63 - index)
+            case .parameter:
+                guard !parts[index].isEmpty else { return nil }
+            }
+        }
+        return rank
+    }
+
+    private static func parameters(_ segments: [Segment], _ parts: [String]) -> [String: String] {
+        var parameters: [String: String] = [:]
+        for (segment, part) in zip(segments, parts) {
+            if case .parameter(let name) = segment { parameters[name] = part }
+        }
+        return parameters
+    }
+
+    /// The general matcher, for paths too long to rank in 64 bits.
+    private static func matchLong(_ routes: [Route], method: String, parts: [String]) -> RouteMatch {
         var best: (route: Route, parameters: [String: String], rank: [Bool])?
         var allowed: [String] = []
         for route in routes {

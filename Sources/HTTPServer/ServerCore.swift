@@ -325,13 +325,14 @@ final class ServerCore: @unchecked Sendable {
 
     /// RFC 9110 §5.1 token for names; no CR, LF or NUL in values (header injection). MHD sets the framing headers itself.
     static func isSafeHeader(name: String, value: String) -> Bool {
-        let lower = name.lowercased()
-        guard lower != "content-length", lower != "transfer-encoding", !name.isEmpty else { return false }
-        let tokenPunctuation = Array("!#$%&'*+-.^_`|~".utf8)
+        guard !name.isEmpty, !HTTPHeaders.sameName(name, "Content-Length"),
+              !HTTPHeaders.sameName(name, "Transfer-Encoding") else { return false }
         guard name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A)
                 || ($0 >= 0x61 && $0 <= 0x7A) || tokenPunctuation.contains($0) }) else { return false }
         return !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
     }
+
+    private static let tokenPunctuation = Array("!#$%&'*+-.^_`|~".utf8)
 
     // MARK: - Request ids
 

@@ -30,6 +30,14 @@ public final class MetricsRegistry: Sendable {
         var counters: [String: [String: Int64]] = [:]
         var histograms: [String: [String: Histogram]] = [:]
         var help: [String: String] = [:]
+        /// Rendered labels of HTTP request series, by method, route and status (`recordRequest(method:…)`).
+        var requestLabels: [RequestLabelKey: (counter: String, histogram: String)] = [:]
+    }
+
+    private struct RequestLabelKey: Hashable {
+        let method: String
+        let route: String
+        let status: Int
     }
 
     private let state = Mutex(State())
@@ -78,6 +86,31 @@ public final class MetricsRegistry: Sendable {
             let slot = Self.admits(counterLabels, s.counters[counter]) ? counterLabels : "other=\"true\""
             s.counters[counter, default: [:]][slot, default: 0] += 1
             let hslot = Self.admits(histogramLabels, s.histograms[histogram]) ? histogramLabels : "other=\"true\""
+            s.histograms[histogram, default: [:]][hslot, default: Histogram(buckets: [Int64](repeating: 0, count: bucketCount))]
+                .record(microseconds, fromBucket: first)
+        }
+    }
+
+    /// Counts one HTTP request (`method`, `route`, `status` labels) and records its latency (`route` label),
+    /// like `recordRequest(counter:counterLabels:histogram:histogramLabels:microseconds:)`, with the labels
+    /// rendered once per method, route and status and kept (at most `labelSetsMax` of them).
+    public func recordRequest(counter: String, histogram: String, method: String, route: String, status: Int,
+                              microseconds: Int64) {
+        let key = RequestLabelKey(method: method, route: route, status: status)
+        let first = Self.latencyBucketsMicroseconds.firstIndex(where: { microseconds <= $0 })
+        let bucketCount = Self.latencyBucketsMicroseconds.count
+        state.withLock { s in
+            let labels: (counter: String, histogram: String)
+            if let cached = s.requestLabels[key] {
+                labels = cached
+            } else {
+                labels = (Self.render([("method", method), ("route", route), ("status", String(status))]),
+                          Self.render([("route", route)]))
+                if s.requestLabels.count < Self.labelSetsMax { s.requestLabels[key] = labels }
+            }
+            let slot = Self.admits(labels.counter, s.counters[counter]) ? labels.counter : "other=\"true\""
+            s.counters[counter, default: [:]][slot, default: 0] += 1
+            let hslot = Self.admits(labels.histogram, s.histograms[histogram]) ? labels.histogram : "other=\"true\""
             s.histograms[histogram, default: [:]][hslot, default: Histogram(buckets: [Int64](repeating: 0, count: bucketCount))]
                 .record(microseconds, fromBucket: first)
         }

@@ -208,7 +208,10 @@ public struct MerchantStore: Sendable {
     static func decodeMerchant(_ row: PostgresRow) throws -> Merchant {
         func list(_ column: String) throws -> [String] {
             let text: String = try row.decode(column)
-            return text.isEmpty ? [] : text.split(separator: ",").map(String.init)
+            guard !text.isEmpty else { return [] }
+            // Read on every authenticated request: ASCII lists are split by byte, not by grapheme.
+            guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return text.split(separator: ",").map(String.init) }
+            return text.utf8.split(separator: UInt8(ascii: ",")).map { String(decoding: $0, as: UTF8.self) }
         }
         return Merchant(merchantId: try row.decode("merchant_id"), displayName: try row.decode("display_name"),
                         domains: try list("domains"), countryCode: try row.decode("country_code"),

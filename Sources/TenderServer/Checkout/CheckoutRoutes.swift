@@ -202,7 +202,7 @@ extension TenderApp {
         case .repeated(let stored, let v):
             // jsonb reorders keys; re-encoding with the shared sorted-keys encoder restores the exact bytes.
             let value = try JSONCoding.decoder.decode(JSONValue.self, from: Data(stored.utf8))
-            (body, version) = ([UInt8](try JSONCoding.encoder.encode(value)), v)
+            (body, version) = (try Self.jsonBytes(value), v)
         }
         return HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json"),
                                                                ("Cache-Control", "no-store"),
@@ -257,8 +257,9 @@ extension TenderApp {
 
     // MARK: - JSON helpers
 
+    /// `JSONCoding.encoder`'s bytes, written by `JSONBytesEncoder` (Foundation's boxing was half of an update's instructions).
     static func jsonBytes<T: Encodable>(_ value: T) throws -> [UInt8] {
-        [UInt8](try JSONCoding.encoder.encode(value))
+        try JSONBytesEncoder.bytes(value)
     }
 
     static func jsonText<T: Encodable>(_ value: T) throws -> String {
