@@ -72,13 +72,13 @@ public struct DecryptedPaymentData: Sendable, CustomStringConvertible, CustomDeb
         }
         guard let dto = parsed else { throw TokenError(.payloadMalformed, "payload is not the expected JSON") }
         let pan = dto.applicationPrimaryAccountNumber
-        guard (12...19).contains(pan.count), pan.allSatisfy(\.isASCIIDigit) else {
+        guard Self.isASCIIDigits(pan, length: 12...19) else {
             throw TokenError(.payloadMalformed, "applicationPrimaryAccountNumber is not 12–19 digits")
         }
-        guard dto.applicationExpirationDate.count == 6, dto.applicationExpirationDate.allSatisfy(\.isASCIIDigit) else {
+        guard Self.isASCIIDigits(dto.applicationExpirationDate, length: 6...6) else {
             throw TokenError(.payloadMalformed, "applicationExpirationDate is not YYMMDD")
         }
-        guard dto.currencyCode.count == 3, dto.currencyCode.allSatisfy(\.isASCIIDigit) else {
+        guard Self.isASCIIDigits(dto.currencyCode, length: 3...3) else {
             throw TokenError(.payloadMalformed, "currencyCode is not ISO 4217 numeric")
         }
         guard dto.transactionAmount >= 0 else { throw TokenError(.payloadMalformed, "negative transactionAmount") }
@@ -113,6 +113,12 @@ public struct DecryptedPaymentData: Sendable, CustomStringConvertible, CustomDeb
                                          authenticationData: responses.map(\.authenticationData))
     }
 
+    /// True when `text` is `length` ASCII digits; on UTF-8 bytes, since a digit is one byte and one
+    /// Character and anything else (a combining mark too) fails either way.
+    static func isASCIIDigits(_ text: String, length: ClosedRange<Int>) -> Bool {
+        length.contains(text.utf8.count) && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
     /// Full PAN, cryptogram and the like, for handing to the processor; the name says it is unsafe to log.
     public func unsafeRevealSensitive() -> SensitivePaymentData { sensitive }
 
@@ -133,10 +139,6 @@ public struct DecryptedPaymentData: Sendable, CustomStringConvertible, CustomDeb
                                 "currencyCodeNumeric": currencyCodeNumeric, "paymentDataType": paymentDataType.rawValue],
                displayStyle: .struct)
     }
-}
-
-extension Character {
-    var isASCIIDigit: Bool { isASCII && isNumber }
 }
 
 /// The decrypted payload's members (Payment Token Format Reference, "Payment data keys"), read with

@@ -180,7 +180,10 @@ struct JSONReader {
     /// A string's unescaped UTF-8 bytes; `.shape` if the value is another JSON type.
     mutating func readStringBytes() throws(JSONReadError) -> [UInt8] {
         try expectString()
-        return try withString { (text: UnsafeBufferPointer<UInt8>) in Array(text) }
+        switch try scanString() {
+        case .plain(let range): return Array(UnsafeBufferPointer(rebasing: bytes[range]))
+        case .escaped(let decoded): return decoded
+        }
     }
 
     /// A string; `.shape` if the value is another JSON type.
@@ -281,9 +284,23 @@ struct JSONReader {
         return index - start
     }
 
-    /// Reads the string at `index` (which is its opening quote) and hands `body` its unescaped, validated
-    /// UTF-8: the bytes in place when the string has no escapes, else a decoded copy.
+    private enum ScannedString {
+        /// No escapes: the string's bytes in place.
+        case plain(Range<Int>)
+        /// Escapes decoded into a copy.
+        case escaped([UInt8])
+    }
+
+    /// Reads the string at `index` (which is its opening quote) and hands `body` its unescaped, validated UTF-8.
     private mutating func withString<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) throws(JSONReadError) -> T {
+        switch try scanString() {
+        case .plain(let range): return body(UnsafeBufferPointer(rebasing: bytes[range]))
+        case .escaped(let decoded): return decoded.withUnsafeBufferPointer(body)
+        }
+    }
+
+    /// Reads the string at `index` (its opening quote): UTF-8 validated, no raw control characters.
+    private mutating func scanString() throws(JSONReadError) -> ScannedString {
         let open = index
         index += 1
         let start = index
@@ -292,18 +309,18 @@ struct JSONReader {
             guard index < end else { throw .syntax(open) }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") { break }
-            if byte == UInt8(ascii: "\\") { return try withEscapedString(from: start, body) }
+            if byte == UInt8(ascii: "\\") { return .escaped(try escapedString(from: start)) }
             guard byte >= 0x20 else { throw .syntax(index) }
             if byte >= 0x80 { ascii = false }
             index += 1
         }
-        let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        let range = start..<index
         index += 1
-        guard ascii || String(validating: text, as: UTF8.self) != nil else { throw .syntax(start) }
-        return body(text)
+        guard ascii || String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) != nil else { throw .syntax(start) }
+        return .plain(range)
     }
 
-    private mutating func withEscapedString<T>(from start: Int, _ body: (UnsafeBufferPointer<UInt8>) -> T) throws(JSONReadError) -> T {
+    private mutating func escapedString(from start: Int) throws(JSONReadError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(index - start + 64)
         var runStart = start
@@ -316,7 +333,7 @@ struct JSONReader {
                 index += 1
                 if byte == UInt8(ascii: "\"") {
                     guard String(validating: out, as: UTF8.self) != nil else { throw .syntax(start) }
-                    return out.withUnsafeBufferPointer(body)
+                    return out
                 }
                 try appendEscape(to: &out)
                 runStart = index
