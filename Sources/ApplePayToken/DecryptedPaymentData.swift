@@ -62,21 +62,23 @@ public struct DecryptedPaymentData: Sendable, CustomStringConvertible, CustomDeb
     public var hasCardholderName: Bool { sensitive.cardholderName != nil }
     private let sensitive: SensitivePaymentData
 
-    init(payload: SecretBytes) throws(TokenError) {
-        let dto: PayloadDTO
-        do {
-            dto = try payload.withUnsafeBytes { raw in try JSONDecoder().decode(PayloadDTO.self, from: Data(raw)) }
-        } catch {
-            throw TokenError(.payloadMalformed, "payload is not the expected JSON")
+    init(payload: SecretBytes, depthMax: Int) throws(TokenError) {
+        // Read in place from the zeroing buffer: no copy of the plaintext outlives it but the fields.
+        let parsed: PayloadDTO? = payload.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var reader = JSONReader(bytes, depthMax: depthMax)
+            guard let dto = try? PayloadDTO(&reader), (try? reader.expectEnd()) != nil else { return nil }
+            return dto
         }
+        guard let dto = parsed else { throw TokenError(.payloadMalformed, "payload is not the expected JSON") }
         let pan = dto.applicationPrimaryAccountNumber
-        guard (12...19).contains(pan.count), pan.allSatisfy(\.isASCIIDigit) else {
+        guard Self.isASCIIDigits(pan, length: 12...19) else {
             throw TokenError(.payloadMalformed, "applicationPrimaryAccountNumber is not 12–19 digits")
         }
-        guard dto.applicationExpirationDate.count == 6, dto.applicationExpirationDate.allSatisfy(\.isASCIIDigit) else {
+        guard Self.isASCIIDigits(dto.applicationExpirationDate, length: 6...6) else {
             throw TokenError(.payloadMalformed, "applicationExpirationDate is not YYMMDD")
         }
-        guard dto.currencyCode.count == 3, dto.currencyCode.allSatisfy(\.isASCIIDigit) else {
+        guard Self.isASCIIDigits(dto.currencyCode, length: 3...3) else {
             throw TokenError(.payloadMalformed, "currencyCode is not ISO 4217 numeric")
         }
         guard dto.transactionAmount >= 0 else { throw TokenError(.payloadMalformed, "negative transactionAmount") }
@@ -111,6 +113,12 @@ public struct DecryptedPaymentData: Sendable, CustomStringConvertible, CustomDeb
                                          authenticationData: responses.map(\.authenticationData))
     }
 
+    /// True when `text` is `length` ASCII digits; on UTF-8 bytes, since a digit is one byte and one
+    /// Character and anything else (a combining mark too) fails either way.
+    static func isASCIIDigits(_ text: String, length: ClosedRange<Int>) -> Bool {
+        length.contains(text.utf8.count) && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
     /// Full PAN, cryptogram and the like, for handing to the processor; the name says it is unsafe to log.
     public func unsafeRevealSensitive() -> SensitivePaymentData { sensitive }
 
@@ -133,19 +141,18 @@ public struct DecryptedPaymentData: Sendable, CustomStringConvertible, CustomDeb
     }
 }
 
-extension Character {
-    var isASCIIDigit: Bool { isASCII && isNumber }
-}
-
-struct PayloadDTO: Decodable {
-    struct Inner: Decodable {
-        let onlinePaymentCryptogram: String?
-        let eciIndicator: String?
-        let emvData: String?
-        let encryptedPINData: String?
+/// The decrypted payload's members (Payment Token Format Reference, "Payment data keys"), read with
+/// `JSONReader`: required members must be present and not null, optional ones may be null, unknown
+/// ones are skipped, and a member named twice is refused.
+struct PayloadDTO {
+    struct Inner {
+        var onlinePaymentCryptogram: String?
+        var eciIndicator: String?
+        var emvData: String?
+        var encryptedPINData: String?
     }
 
-    struct AuthResponse: Decodable {
+    struct AuthResponse {
         let merchantIdentifier: String
         let authenticationData: String
         let transactionAmount: Int64
@@ -161,4 +168,93 @@ struct PayloadDTO: Decodable {
     let paymentData: Inner
     let merchantTokenIdentifier: String?
     let authenticationResponses: [AuthResponse]?
+
+    private static let keys: [[UInt8]] = [
+        "applicationPrimaryAccountNumber", "applicationExpirationDate", "currencyCode", "transactionAmount", "cardholderName",
+        "deviceManufacturerIdentifier", "paymentDataType", "paymentData", "merchantTokenIdentifier", "authenticationResponses",
+    ].map { Array($0.utf8) }
+    private static let innerKeys: [[UInt8]] = ["onlinePaymentCryptogram", "eciIndicator", "emvData", "encryptedPINData"]
+        .map { Array($0.utf8) }
+    private static let responseKeys: [[UInt8]] = ["merchantIdentifier", "authenticationData", "transactionAmount"].map { Array($0.utf8) }
+
+    init(_ reader: inout JSONReader) throws(JSONReadError) {
+        var strings = [String?](repeating: nil, count: Self.keys.count)
+        var amount: Int64?
+        var inner: Inner?
+        var responses: [AuthResponse]?
+        var seen = [Bool](repeating: false, count: Self.keys.count)
+        try reader.beginObject()
+        var first = true
+        while let key = try reader.nextKey(Self.keys, first: first) {
+            first = false
+            guard key >= 0 else {
+                try reader.skipValue()
+                continue
+            }
+            guard !seen[key] else { throw .shape(reader.index) }
+            seen[key] = true
+            switch key {
+            case 3: amount = try reader.readInt64()
+            case 7: inner = try Self.readInner(&reader)
+            case 9: responses = try reader.skipNull() ? nil : Self.readResponses(&reader)
+            case 4, 8: strings[key] = try reader.readOptionalString()
+            default: strings[key] = try reader.readString()
+            }
+        }
+        guard let pan = strings[0], let expiry = strings[1], let currency = strings[2], let amount,
+              let device = strings[5], let type = strings[6], let inner
+        else { throw .shape(reader.index) }
+        applicationPrimaryAccountNumber = pan
+        applicationExpirationDate = expiry
+        currencyCode = currency
+        transactionAmount = amount
+        cardholderName = strings[4]
+        deviceManufacturerIdentifier = device
+        paymentDataType = type
+        paymentData = inner
+        merchantTokenIdentifier = strings[8]
+        authenticationResponses = responses
+    }
+
+    private static func readInner(_ reader: inout JSONReader) throws(JSONReadError) -> Inner {
+        var values = [String?](repeating: nil, count: innerKeys.count)
+        var seen = [Bool](repeating: false, count: innerKeys.count)
+        try reader.beginObject()
+        var first = true
+        while let key = try reader.nextKey(innerKeys, first: first) {
+            first = false
+            guard key >= 0 else {
+                try reader.skipValue()
+                continue
+            }
+            guard !seen[key] else { throw .shape(reader.index) }
+            seen[key] = true
+            values[key] = try reader.readOptionalString()
+        }
+        return Inner(onlinePaymentCryptogram: values[0], eciIndicator: values[1], emvData: values[2], encryptedPINData: values[3])
+    }
+
+    private static func readResponses(_ reader: inout JSONReader) throws(JSONReadError) -> [AuthResponse] {
+        var out: [AuthResponse] = []
+        try reader.forEachElement { (element: inout JSONReader) throws(JSONReadError) in
+            var id: String?
+            var data: String?
+            var amount: Int64?
+            try element.beginObject()
+            var first = true
+            while let key = try element.nextKey(responseKeys, first: first) {
+                first = false
+                switch key {
+                case 0 where id == nil: id = try element.readString()
+                case 1 where data == nil: data = try element.readString()
+                case 2 where amount == nil: amount = try element.readInt64()
+                case -1: try element.skipValue()
+                default: throw .shape(element.index)
+                }
+            }
+            guard let id, let data, let amount else { throw .shape(element.index) }
+            out.append(AuthResponse(merchantIdentifier: id, authenticationData: data, transactionAmount: amount))
+        }
+        return out
+    }
 }

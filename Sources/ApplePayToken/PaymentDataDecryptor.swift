@@ -90,7 +90,7 @@ public final class PaymentDataDecryptor: Sendable {
         guard plaintext.count <= limits.decryptedPayloadBytesMax else {
             throw TokenError(.payloadMalformed, "payload larger than \(limits.decryptedPayloadBytesMax) bytes")
         }
-        return try DecryptedPaymentData(payload: plaintext)
+        return try DecryptedPaymentData(payload: plaintext, depthMax: limits.jsonDepthMax)
     }
 
     // Rule: publicKeyHash picks the merchant certificate and key (Apple step 2).

@@ -46,8 +46,9 @@ public struct TokenError: Error, Equatable, Sendable, CustomStringConvertible {
 
 /// Hex helpers for the token's hex fields.
 enum Hex {
-    static func decode(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
+    static func decode(_ text: String) -> [UInt8]? { decode(Array(text.utf8)) }
+
+    static func decode(_ chars: [UInt8]) -> [UInt8]? {
         guard chars.count % 2 == 0 else { return nil }
         var out: [UInt8] = []
         out.reserveCapacity(chars.count / 2)
@@ -60,7 +61,7 @@ enum Hex {
         return out
     }
 
-    private static func nibble(_ c: UInt8) -> UInt8? {
+    static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10

@@ -4,7 +4,7 @@ import Foundation
 public struct TokenLimits: Sendable, Equatable {
     /// Whole token JSON, bytes. Real EC_v1 tokens are ~3–4 KB, RSA_v1 ~5–6 KB.
     public var tokenBytesMax: Int = 32_768
-    /// JSON nesting depth.
+    /// JSON nesting depth, of the token and of its decrypted payload.
     public var jsonDepthMax: Int = 8
     /// Base64 `data`, decoded bytes.
     public var encryptedDataBytesMax: Int = 16_384
@@ -69,83 +69,82 @@ public struct UnverifiedPaymentToken: Sendable {
         guard json.count <= limits.tokenBytesMax else {
             throw TokenError(.tokenTooLarge, "token is \(json.count) bytes, limit \(limits.tokenBytesMax)")
         }
-        try UnverifiedPaymentToken.checkDepth(json, max: limits.jsonDepthMax)
-        let decoder = JSONDecoder()
-        let wrapper: WrapperDTO
+        let fields: TokenFields
         do {
-            wrapper = try decoder.decode(WrapperDTO.self, from: Data(json))
+            fields = try json.withUnsafeBufferPointer { (buffer) throws(TokenFields.Failure) in
+                try TokenFields(buffer, depthMax: limits.jsonDepthMax)
+            }
         } catch {
-            throw TokenError(.tokenMalformed, "token is not a JSON object of the expected shape")
+            // Nesting beyond the limit is reported as such wherever the text is also malformed.
+            try UnverifiedPaymentToken.checkDepth(json, max: limits.jsonDepthMax)
+            throw TokenError(.tokenMalformed, error.inBarePaymentData ? "paymentData missing or incomplete"
+                                                                       : "token is not a JSON object of the expected shape")
         }
-        let body: PaymentDataDTO
-        if let inner = wrapper.paymentData {
-            body = inner
-        } else if let bare = try? decoder.decode(PaymentDataDTO.self, from: Data(json)) {
-            body = bare
-        } else {
-            throw TokenError(.tokenMalformed, "paymentData missing or incomplete")
-        }
-        let header = body.header
-        for field in [header.ephemeralPublicKey, header.wrappedKey, header.publicKeyHash, header.transactionId, header.applicationData] {
-            if let field, field.utf8.count > limits.headerFieldBytesMax {
+        for field in [fields.ephemeralPublicKey, fields.wrappedKey, fields.publicKeyHash, fields.transactionId, fields.applicationData] {
+            if let field, field.count > limits.headerFieldBytesMax {
                 throw TokenError(.tokenTooLarge, "header field longer than \(limits.headerFieldBytesMax)")
             }
         }
-        guard body.data.utf8.count <= (limits.encryptedDataBytesMax / 3 + 1) * 4 else {
+        guard fields.data.count <= (limits.encryptedDataBytesMax / 3 + 1) * 4 else {
             throw TokenError(.tokenTooLarge, "data longer than \(limits.encryptedDataBytesMax) bytes")
         }
-        guard body.signature.utf8.count <= (limits.signatureBytesMax / 3 + 1) * 4 else {
+        guard fields.signature.count <= (limits.signatureBytesMax / 3 + 1) * 4 else {
             throw TokenError(.tokenTooLarge, "signature longer than \(limits.signatureBytesMax) bytes")
         }
-        version = body.version
-        encryptedData = try UnverifiedPaymentToken.base64(body.data, field: "data")
-        signature = try UnverifiedPaymentToken.base64(body.signature, field: "signature")
+        version = String(decoding: fields.version, as: UTF8.self)
+        encryptedData = try UnverifiedPaymentToken.base64(fields.data, field: "data")
+        signature = try UnverifiedPaymentToken.base64(fields.signature, field: "signature")
         guard encryptedData.count <= limits.encryptedDataBytesMax else {
             throw TokenError(.tokenTooLarge, "data is \(encryptedData.count) bytes, limit \(limits.encryptedDataBytesMax)")
         }
         guard signature.count <= limits.signatureBytesMax else {
             throw TokenError(.tokenTooLarge, "signature is \(signature.count) bytes, limit \(limits.signatureBytesMax)")
         }
-        ephemeralPublicKey = try header.ephemeralPublicKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s,
-            field: "ephemeralPublicKey") }
-        wrappedKey = try header.wrappedKey.map { (s: String) throws(TokenError) in try UnverifiedPaymentToken.base64(s,
-            field: "wrappedKey") }
-        publicKeyHash = try UnverifiedPaymentToken.base64(header.publicKeyHash, field: "publicKeyHash")
+        ephemeralPublicKey = try fields.ephemeralPublicKey.map { (text) throws(TokenError) in
+            try UnverifiedPaymentToken.base64(text, field: "ephemeralPublicKey")
+        }
+        wrappedKey = try fields.wrappedKey.map { (text) throws(TokenError) in try UnverifiedPaymentToken.base64(text, field: "wrappedKey") }
+        publicKeyHash = try UnverifiedPaymentToken.base64(fields.publicKeyHash, field: "publicKeyHash")
         guard publicKeyHash.count == 32 else { throw TokenError(.tokenMalformed, "publicKeyHash is not a SHA-256") }
         // transactionId and applicationData are hex in JSON and hex-decoded before signing (Apple step 1.d).
-        guard let txid = Hex.decode(header.transactionId), !txid.isEmpty else {
+        guard let txid = Hex.decode(fields.transactionId), !txid.isEmpty else {
             throw TokenError(.tokenMalformed, "transactionId is not hex")
         }
-        transactionIdHex = header.transactionId
+        transactionIdHex = String(decoding: fields.transactionId, as: UTF8.self)
         transactionId = txid
-        if let appData = header.applicationData {
+        if let appData = fields.applicationData {
             guard let bytes = Hex.decode(appData), bytes.count == 32 else {
                 throw TokenError(.tokenMalformed, "applicationData is not a hex SHA-256")
             }
-            applicationDataHex = appData
+            applicationDataHex = String(decoding: appData, as: UTF8.self)
             applicationData = bytes
         } else {
             applicationDataHex = nil
             applicationData = []
         }
-        paymentMethod = wrapper.paymentMethod
-        transactionIdentifier = wrapper.transactionIdentifier
+        paymentMethod = fields.paymentMethod
+        transactionIdentifier = fields.transactionIdentifier
     }
 
     /// The bytes the CMS signature covers: ephemeralPublicKey|wrappedKey ‖ data ‖ transactionId ‖ applicationData.
-    var signedContent: [UInt8] {
+    public var signedContent: [UInt8] {
         (ephemeralPublicKey ?? wrappedKey ?? []) + encryptedData + transactionId + applicationData
     }
 
     /// Apple writes every binary token field as canonical padded Base64 (RFC 4648 §4): exactly the
     /// padding the length needs, no whitespace, zero bits below the padding. Anything else (an extra
     /// `=`, a missing one, a line break) is not a token Apple produced, so it is refused rather than
-    /// read leniently: the canonical re-encoding must give back the very text received.
+    /// read leniently: only text that is the canonical encoding of the bytes it decodes to is accepted.
     static func base64(_ text: String, field: String) throws(TokenError) -> [UInt8] {
-        guard let data = Data(base64Encoded: text), !data.isEmpty, data.base64EncodedString() == text else {
+        try base64(Array(text.utf8), field: field)
+    }
+
+    /// `base64(_:field:)` over the field's unescaped UTF-8.
+    static func base64(_ text: [UInt8], field: String) throws(TokenError) -> [UInt8] {
+        guard let bytes = Base64Canonical.decode(text) else {
             throw TokenError(.tokenMalformed, "\(field) is not canonical padded base64")
         }
-        return Array(data)
+        return bytes
     }
 
     // Bounds nesting before handing bytes to the JSON parser.
@@ -174,25 +173,4 @@ public struct UnverifiedPaymentToken: Sendable {
             }
         }
     }
-}
-
-struct HeaderDTO: Decodable {
-    let ephemeralPublicKey: String?
-    let wrappedKey: String?
-    let publicKeyHash: String
-    let transactionId: String
-    let applicationData: String?
-}
-
-struct PaymentDataDTO: Decodable {
-    let version: String
-    let data: String
-    let signature: String
-    let header: HeaderDTO
-}
-
-struct WrapperDTO: Decodable {
-    let paymentData: PaymentDataDTO?
-    let paymentMethod: PaymentMethodInfo?
-    let transactionIdentifier: String?
 }

@@ -63,5 +63,14 @@ static inline int tender_ecdh_p256(const EC_KEY *priv, const unsigned char *poin
 static inline int tender_ecdsa_verify_sha256(const EC_KEY *pub, const unsigned char *digest32, const unsigned char *sig, int sig_len) {
     return ECDSA_verify(0, digest32, 32, sig, sig_len, (EC_KEY *)pub) == 1;
 }
+/* One-shot SHA-256 through the low-level functions: OpenSSL 3.0's SHA256() goes through EVP_Q_digest, which
+ * fetches the digest by name (a lock and string compares) on every call, about as costly as hashing a
+ * certificate. Returns 1 on success. */
+static inline int tender_sha256(const unsigned char *data, size_t len, unsigned char *out32) {
+    SHA256_CTX ctx;
+    int ok = SHA256_Init(&ctx) == 1 && SHA256_Update(&ctx, data, len) == 1 && SHA256_Final(out32, &ctx) == 1;
+    OPENSSL_cleanse(&ctx, sizeof ctx);
+    return ok;
+}
 #pragma GCC diagnostic pop
 #endif

@@ -7,7 +7,8 @@ public enum Digest {
         var out = [UInt8](repeating: 0, count: 32)
         bytes.withUnsafeBufferPointer { input in
             out.withUnsafeMutableBufferPointer { output in
-                _ = SHA256(input.baseAddress, input.count, output.baseAddress)
+                // Direct SHA-256 (see tender_sha256); it cannot fail on a valid buffer, so a failure is a broken library.
+                precondition(tender_sha256(input.baseAddress, input.count, output.baseAddress) == 1, "SHA-256 failed")
             }
         }
         return out

@@ -10,15 +10,17 @@ import Glibc
 /// one core for decryption alone, full verification with the chain cache, and without it.
 enum BenchCommands {
     static let help = """
-        usage: tender bench tokens [--seconds N]
+        usage: tender bench tokens [--seconds N] [--count N]
         Prints Apple Pay token throughput on one thread: decrypt only, full verification with the
-        verified-chain cache, and full verification without it (sandbox-minted EC_v1 tokens).
+        verified-chain cache, and full verification without it (sandbox-minted EC_v1 tokens); beside them
+        Tender's own ECDH and CMS signature check alone. --count N instead runs exactly N cached full
+        verifications and prints nothing else (a fixed workload for callgrind; N = 0 gives the setup).
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
         guard sub == "tokens" else { throw UsageError(message: "unknown subcommand \(sub)") }
-        let args = try Arguments(Array(argv.dropFirst()), options: ["seconds"])
+        let args = try Arguments(Array(argv.dropFirst()), options: ["seconds", "count"])
         if args.wantsHelp { Console.out(help); return .success }
         guard let seconds = Double(args.value("seconds") ?? "2"), seconds > 0, seconds <= 60 else {
             throw UsageError(message: "--seconds must be in 0...60")
@@ -35,13 +37,29 @@ enum BenchCommands {
         let uncached = ApplePayTokenDecryptor(trustedRoots: roots, merchantKeys: [merchant], tokenAgeMaxSeconds: 3_600,
                                               chainCacheEntriesMax: 0)
         let verified = try cached.verify(token, now: now)
+        if let count = args.value("count") {
+            guard let count = Int(count), count >= 0 else { throw UsageError(message: "--count must be a whole number") }
+            for _ in 0..<count { _ = try cached.verifyAndDecrypt(token, now: now) }
+            return .success
+        }
+        let unverified = try UnverifiedPaymentToken(json: token)
+        guard let ephemeral = unverified.ephemeralPublicKey, let view = CMSDetachedSignatureView(der: unverified.signature),
+              let signer = try? CMSSignerKey(certificate: authority.leaf)
+        else { throw UsageError(message: "the sandbox token is not EC_v1 with a detached CMS signature") }
+        let signedContent = unverified.signedContent
 
         let decryptOnly = try measure(seconds) { _ = try cached.decryptor.decrypt(verified) }
         let withCache = try measure(seconds) { _ = try cached.verifyAndDecrypt(token, now: now) }
         let withoutCache = try measure(seconds) { _ = try uncached.verifyAndDecrypt(token, now: now) }
+        let ecdhOnly = try measure(seconds) { _ = try ECDH.sharedSecret(privateKey: merchant.privateKey, peerSPKI: ephemeral) }
+        let cmsOnly = try measure(seconds) { _ = view.verify(content: signedContent, signer: signer) }
+        let parseOnly = try measure(seconds) { _ = try UnverifiedPaymentToken(json: token) }
         Console.out(String(format: "tokens_per_second decrypt_only %.0f", decryptOnly))
         Console.out(String(format: "tokens_per_second full_verification_chain_cache %.0f", withCache))
         Console.out(String(format: "tokens_per_second full_verification_no_cache %.0f", withoutCache))
+        Console.out(String(format: "operations_per_second ecdh_only %.0f", ecdhOnly))
+        Console.out(String(format: "operations_per_second cms_signature_check_only %.0f", cmsOnly))
+        Console.out(String(format: "operations_per_second token_json_parse_only %.0f", parseOnly))
         return .success
     }
 
