@@ -145,6 +145,29 @@ public struct SettlementLine: Sendable, Equatable, Codable {
     /// That position, not the amounts, is what identifies it across revisions of the batch.
     public var batchLevelOrdinal: Int?
 
+    /// A line from its fields (the readers build lines; the shell rebuilds stored ones).
+    public init(lineNumber: Int, naturalKey: String, batchId: String, settlementDate: SettlementDate,
+                type: SettlementLineType, journalType: String, paymentId: String?, refundId: String?,
+                processorReference: String?, paymentMethodVariant: String?, currencyCode: String, grossMinor: Int64,
+                netCurrencyCode: String, feeMinor: Int64, netMinor: Int64, batchLevelOrdinal: Int? = nil) {
+        self.lineNumber = lineNumber
+        self.naturalKey = naturalKey
+        self.batchId = batchId
+        self.settlementDate = settlementDate
+        self.type = type
+        self.journalType = journalType
+        self.paymentId = paymentId
+        self.refundId = refundId
+        self.processorReference = processorReference
+        self.paymentMethodVariant = paymentMethodVariant
+        self.currencyCode = currencyCode
+        self.grossMinor = grossMinor
+        self.netCurrencyCode = netCurrencyCode
+        self.feeMinor = feeMinor
+        self.netMinor = netMinor
+        self.batchLevelOrdinal = batchLevelOrdinal
+    }
+
     /// The line's identity for finance-store effects: its natural key, or for an unreferenced line
     /// its batch, type, net currency and position, so a corrected amount supersedes the line it
     /// corrects instead of adding to it.

@@ -168,6 +168,11 @@ import Testing
         #expect(try FinanceID(parsing: id.description) == id)
         #expect(try FinanceID(parsing: id.description.uppercased()) == id)
         #expect(Array(id.description)[14] == "8")  // UUID version 8
+        // The text form PostgreSQL's uuid prints: lower case, 8-4-4-4-12, every nibble in place.
+        #expect(FinanceID(high: 0x0123_4567_89AB_CDEF, low: 0xFEDC_BA98_7654_3210).description
+                == "01234567-89ab-cdef-fedc-ba9876543210")
+        #expect(FinanceID(high: 0, low: 0).description == "00000000-0000-0000-0000-000000000000")
+        #expect(FinanceID(high: .max, low: .max).description == "ffffffff-ffff-ffff-ffff-ffffffffffff")
         #expect(makeContext(merchant: "m_2").identity.id("transaction", "payment:p1") != id)
     }
 }

@@ -770,10 +770,16 @@ private struct ItemChunkWriter {
 /// With `"d":1` the item holds only what differs from its line (`RowJSON.item(_:besides:)`); without
 /// it (items without a line, rows migrated from the per-item table) the item is complete.
 enum StoredItemChunk {
-    struct Entry: Decodable {
+    struct Entry: Decodable, Equatable {
         let ordinal: Int
         let item: ReconciliationItem
         let line: SettlementLine?
+
+        init(ordinal: Int, item: ReconciliationItem, line: SettlementLine?) {
+            self.ordinal = ordinal
+            self.item = item
+            self.line = line
+        }
 
         enum CodingKeys: String, CodingKey { case ordinal = "o", item = "i", line = "l", delta = "d" }
         enum ItemKeys: String, CodingKey {
@@ -814,8 +820,15 @@ enum StoredItemChunk {
         }
     }
 
-    /// Decodes a chunk; a malformed one is a stored-data error, never silently skipped.
+    /// Decodes a chunk; a malformed one is a stored-data error, never silently skipped. What `RowJSON`
+    /// wrote is read by `StoredChunkReader`; anything it does not take goes through `JSONDecoder`.
     static func decode(_ text: String) throws -> [Entry] {
+        if let entries = StoredChunkReader.entries(text) { return entries }
+        return try decodeWithFoundation(text)
+    }
+
+    /// The reference decoding, with the `Codable` conformances.
+    static func decodeWithFoundation(_ text: String) throws -> [Entry] {
         var json = Array("[".utf8)
         json.reserveCapacity(text.utf8.count + 2)
         var first = true
