@@ -18,6 +18,11 @@ import Testing
         let fromEnvironment = try PaymentsBench.options(try Arguments([], options: ["database-url", "seconds"]),
                                                         environment: ["TENDER_DATABASE_URL": Self.benchURL, "BENCH_SECONDS": "3"])
         #expect(fromEnvironment.seconds == 3)
+        #expect(fromEnvironment.subscribers)
+        let bare = try PaymentsBench.options(try Arguments(["--without-subscribers"], options: ["database-url"],
+                                                           flags: ["without-subscribers"]),
+                                             environment: ["TENDER_DATABASE_URL": Self.benchURL])
+        #expect(!bare.subscribers)
     }
 
     @Test func databaseNames() {

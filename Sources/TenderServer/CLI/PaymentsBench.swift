@@ -19,13 +19,15 @@ import Glibc
 /// does not say it is a bench, test or sandbox database. It prints figures; it fails only if a payment fails.
 enum PaymentsBench {
     static let help = """
-        usage: tender bench payments --database-url URL [--seconds N] [--count-max N] [--clients N]
+        usage: tender bench payments --database-url URL [--seconds N] [--count-max N] [--clients N] [--without-subscribers]
         Posts payments from N clients (default 32, keep-alive connections, one Idempotency-Key each) to an
         in-process server with the configuration from the environment, for about --seconds (default
         BENCH_SECONDS, else 10) or until --count-max (default 20000) pre-minted sandbox tokens are used.
         The database (--database-url, else TENDER_DATABASE_URL; never the default) must be migrated and its
         name must contain "bench", "test" or "sandbox": the run adds a merchant, sessions and payments to it.
         Prints payments/s, p50/p99 latency, database round trips per payment and CPU per payment.
+        --without-subscribers leaves out what serve adds to each outcome's transaction (the finance ledger,
+        Wallet orders), to show their share.
         """
 
     /// What one run is asked to do.
@@ -34,6 +36,7 @@ enum PaymentsBench {
         var seconds: Double
         var countMax: Int
         var clients: Int
+        var subscribers = true
     }
 
     /// Parses and checks `argv` (after `bench payments`); refuses a database not explicitly given or not
@@ -57,7 +60,8 @@ enum PaymentsBench {
         guard let clients = Int(args.value("clients") ?? "32"), (1...512).contains(clients) else {
             throw UsageError(message: "--clients must be in 1...512")
         }
-        return Options(databaseURL: url, seconds: seconds, countMax: countMax, clients: clients)
+        return Options(databaseURL: url, seconds: seconds, countMax: countMax, clients: clients,
+                       subscribers: !args.flag("without-subscribers"))
     }
 
     /// The database name of a `postgresql://` URL or of a `dbname=` keyword string.
@@ -80,7 +84,7 @@ enum PaymentsBench {
     }
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
-        let args = try Arguments(argv, options: ["database-url", "seconds", "count-max", "clients"])
+        let args = try Arguments(argv, options: ["database-url", "seconds", "count-max", "clients"], flags: ["without-subscribers"])
         if args.wantsHelp { Console.out(help); return .success }
         let options = try options(args, environment: environment)
         let rig = try PaymentsBenchRig(options: options, environment: environment)
@@ -91,6 +95,7 @@ enum PaymentsBench {
         Console.out(String(format: "payments: %d sessions and sandbox tokens prepared in %.1f s (not timed)",
                            jobs.count, Clock.system.now().timeIntervalSince(mintStart)))
         let result = try rig.pay(jobs, clients: options.clients, seconds: options.seconds)
+        if !options.subscribers { Console.out("payments: without serve's subscribers (no finance ledger, no Wallet orders)") }
         result.print(clients: options.clients, jobs: jobs.count)
         return result.failures == 0 ? .success : .failure
     }
@@ -141,8 +146,8 @@ final class PaymentsBenchRig: @unchecked Sendable {
         settings.resolverIntervalMilliseconds = 60_000  // the resolver is not started: nothing runs beside the requests
         service = PaymentsService(pool: pool, verifier: DecryptorTokenVerifier(decryptor: decryptor),
                                   processor: SimulatorProcessor(pool: pool, rules: SimulatorRules()),
-                                  subscribers: [FinancePaymentSink(processor: configuration.processor.rawValue),
-                                                WalletOrderSubscriber(configuration: configuration.wallet)],
+                                  subscribers: options.subscribers ? [FinancePaymentSink(processor: configuration.processor.rawValue),
+                                                                      WalletOrderSubscriber(configuration: configuration.wallet)] : [],
                                   settings: settings, logger: .silent, clock: { Clock.system.now() })
         var router = Router()
         service.register(into: &router, guarded: app.guarded)
