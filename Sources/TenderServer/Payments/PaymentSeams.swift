@@ -12,7 +12,7 @@ public protocol PaymentTokenVerifying: Sendable {
 }
 
 /// A verifier over one fixed `ApplePayTokenDecryptor` (its roots and keys serve every merchant): a test
-/// seam, never wired by `tender serve`.
+/// seam, never wired by `tender serve` (only tests and `tender bench payments`, with a sandbox authority, use it).
 @_spi(Testing)
 public struct DecryptorTokenVerifier: PaymentTokenVerifying {
     /// The decryptor used for every merchant.
