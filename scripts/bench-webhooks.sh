@@ -16,7 +16,10 @@ bin="${TENDER_BIN:-.build/release/tender}"
 psql=(psql)
 command -v psql >/dev/null || psql=(/usr/lib/postgresql/15/bin/psql)
 
-if [ -z "${BENCH_WEBHOOK_DATABASE_URL:-}" ]; then
+if [ -z "${BENCH_WEBHOOK_DATABASE_URL:-}" ] && [ -n "${TENDER_DATABASE_URL:-}" ]; then
+  # The database make bench was given (scripts/bench-lib.sh): its cluster is left alone.
+  BENCH_WEBHOOK_DATABASE_URL="$TENDER_DATABASE_URL"
+elif [ -z "${BENCH_WEBHOOK_DATABASE_URL:-}" ]; then
   scripts/pg.sh start >/dev/null
   scripts/pg.sh createdb tender_bench_webhooks --fresh >/dev/null 2>&1
   BENCH_WEBHOOK_DATABASE_URL="$(scripts/pg.sh url tender_bench_webhooks)"
