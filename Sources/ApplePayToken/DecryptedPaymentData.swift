@@ -182,23 +182,13 @@ struct PayloadDTO {
         var amount: Int64?
         var inner: Inner?
         var responses: [AuthResponse]?
-        var seen = [Bool](repeating: false, count: Self.keys.count)
-        try reader.beginObject()
-        var first = true
-        while let key = try reader.nextKey(Self.keys, first: first) {
-            first = false
-            guard key >= 0 else {
-                try reader.skipValue()
-                continue
-            }
-            guard !seen[key] else { throw .shape(reader.index) }
-            seen[key] = true
+        try reader.forEachMember(Self.keys) { (key, r: inout JSONReader) throws(JSONReadError) in
             switch key {
-            case 3: amount = try reader.readInt64()
-            case 7: inner = try Self.readInner(&reader)
-            case 9: responses = try reader.skipNull() ? nil : Self.readResponses(&reader)
-            case 4, 8: strings[key] = try reader.readOptionalString()
-            default: strings[key] = try reader.readString()
+            case 3: amount = try r.readInt64()
+            case 7: inner = try Self.readInner(&r)
+            case 9: responses = try r.skipNull() ? nil : Self.readResponses(&r)
+            case 4, 8: strings[key] = try r.readOptionalString()
+            default: strings[key] = try r.readString()
             }
         }
         guard let pan = strings[0], let expiry = strings[1], let currency = strings[2], let amount,
@@ -218,18 +208,8 @@ struct PayloadDTO {
 
     private static func readInner(_ reader: inout JSONReader) throws(JSONReadError) -> Inner {
         var values = [String?](repeating: nil, count: innerKeys.count)
-        var seen = [Bool](repeating: false, count: innerKeys.count)
-        try reader.beginObject()
-        var first = true
-        while let key = try reader.nextKey(innerKeys, first: first) {
-            first = false
-            guard key >= 0 else {
-                try reader.skipValue()
-                continue
-            }
-            guard !seen[key] else { throw .shape(reader.index) }
-            seen[key] = true
-            values[key] = try reader.readOptionalString()
+        try reader.forEachMember(innerKeys) { (key, r: inout JSONReader) throws(JSONReadError) in
+            values[key] = try r.readOptionalString()
         }
         return Inner(onlinePaymentCryptogram: values[0], eciIndicator: values[1], emvData: values[2], encryptedPINData: values[3])
     }
@@ -240,16 +220,11 @@ struct PayloadDTO {
             var id: String?
             var data: String?
             var amount: Int64?
-            try element.beginObject()
-            var first = true
-            while let key = try element.nextKey(responseKeys, first: first) {
-                first = false
+            try element.forEachMember(responseKeys) { (key, r: inout JSONReader) throws(JSONReadError) in
                 switch key {
-                case 0 where id == nil: id = try element.readString()
-                case 1 where data == nil: data = try element.readString()
-                case 2 where amount == nil: amount = try element.readInt64()
-                case -1: try element.skipValue()
-                default: throw .shape(element.index)
+                case 0: id = try r.readString()
+                case 1: data = try r.readString()
+                default: amount = try r.readInt64()
                 }
             }
             guard let id, let data, let amount else { throw .shape(element.index) }

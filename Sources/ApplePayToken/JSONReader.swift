@@ -175,6 +175,28 @@ struct JSONReader {
         depth -= 1
     }
 
+    /// Reads an object whose members are looked up in `names`: each named member at most once (a repeat
+    /// is `.shape`), any other member skipped; `member` reads the value of the named member at that index.
+    /// Returns which of `names` were present.
+    @discardableResult
+    mutating func forEachMember(_ names: [[UInt8]],
+                                _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void) throws(JSONReadError) -> [Bool] {
+        var seen = [Bool](repeating: false, count: names.count)
+        try beginObject()
+        var first = true
+        while let key = try nextKey(names, first: first) {
+            first = false
+            guard key >= 0 else {
+                try skipValue()
+                continue
+            }
+            guard !seen[key] else { throw .shape(index) }
+            seen[key] = true
+            try member(key, &self)
+        }
+        return seen
+    }
+
     // MARK: Scalars
 
     /// A string's unescaped UTF-8 bytes; `.shape` if the value is another JSON type.

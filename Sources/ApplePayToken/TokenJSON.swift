@@ -30,28 +30,18 @@ struct TokenFields {
     /// whose members are then taken from the top level.
     init(_ buffer: UnsafeBufferPointer<UInt8>, depthMax: Int) throws(Failure) {
         var reader = JSONReader(buffer, depthMax: depthMax)
-        var seen = [Bool](repeating: false, count: Self.wrapperKeys.count)
         var paymentDataFound = false
         do throws(JSONReadError) {
-            try reader.beginObject()
-            var first = true
-            while let key = try reader.nextKey(Self.wrapperKeys, first: first) {
-                first = false
-                guard key >= 0 else {
-                    try reader.skipValue()
-                    continue
-                }
-                guard !seen[key] else { throw JSONReadError.shape(reader.index) }
-                seen[key] = true
+            try reader.forEachMember(Self.wrapperKeys) { (key, r: inout JSONReader) throws(JSONReadError) in
                 switch key {
                 case 0:
-                    if try !reader.skipNull() {
-                        try readPaymentData(&reader)
+                    if try !r.skipNull() {
+                        try readPaymentData(&r)
                         paymentDataFound = true
                     }
-                case 1: paymentMethod = try Self.readPaymentMethod(&reader)
-                case 2: transactionIdentifier = try reader.readOptionalString()
-                default: try reader.skipValue()
+                case 1: paymentMethod = try Self.readPaymentMethod(&r)
+                case 2: transactionIdentifier = try r.readOptionalString()
+                default: try r.skipValue()
                 }
             }
             try reader.expectEnd()
@@ -69,45 +59,25 @@ struct TokenFields {
     }
 
     private mutating func readPaymentData(_ reader: inout JSONReader) throws(JSONReadError) {
-        var seen = [false, false, false, false]
-        try reader.beginObject()
-        var first = true
-        while let key = try reader.nextKey(Self.paymentDataKeys, first: first) {
-            first = false
-            guard key >= 0 else {
-                try reader.skipValue()
-                continue
-            }
-            guard !seen[key] else { throw .shape(reader.index) }
-            seen[key] = true
+        let seen = try reader.forEachMember(Self.paymentDataKeys) { (key, r: inout JSONReader) throws(JSONReadError) in
             switch key {
-            case 0: version = try reader.readStringBytes()
-            case 1: data = try reader.readStringBytes()
-            case 2: signature = try reader.readStringBytes()
-            default: try readHeader(&reader)
+            case 0: version = try r.readStringBytes()
+            case 1: data = try r.readStringBytes()
+            case 2: signature = try r.readStringBytes()
+            default: try readHeader(&r)
             }
         }
         guard !seen.contains(false) else { throw .shape(reader.index) }
     }
 
     private mutating func readHeader(_ reader: inout JSONReader) throws(JSONReadError) {
-        var seen = [false, false, false, false, false]
-        try reader.beginObject()
-        var first = true
-        while let key = try reader.nextKey(Self.headerKeys, first: first) {
-            first = false
-            guard key >= 0 else {
-                try reader.skipValue()
-                continue
-            }
-            guard !seen[key] else { throw .shape(reader.index) }
-            seen[key] = true
+        let seen = try reader.forEachMember(Self.headerKeys) { (key, r: inout JSONReader) throws(JSONReadError) in
             switch key {
-            case 0: ephemeralPublicKey = try reader.skipNull() ? nil : reader.readStringBytes()
-            case 1: wrappedKey = try reader.skipNull() ? nil : reader.readStringBytes()
-            case 2: publicKeyHash = try reader.readStringBytes()
-            case 3: transactionId = try reader.readStringBytes()
-            default: applicationData = try reader.skipNull() ? nil : reader.readStringBytes()
+            case 0: ephemeralPublicKey = try r.skipNull() ? nil : r.readStringBytes()
+            case 1: wrappedKey = try r.skipNull() ? nil : r.readStringBytes()
+            case 2: publicKeyHash = try r.readStringBytes()
+            case 3: transactionId = try r.readStringBytes()
+            default: applicationData = try r.skipNull() ? nil : r.readStringBytes()
             }
         }
         guard seen[2], seen[3] else { throw .shape(reader.index) }
@@ -116,18 +86,8 @@ struct TokenFields {
     private static func readPaymentMethod(_ reader: inout JSONReader) throws(JSONReadError) -> PaymentMethodInfo? {
         if try reader.skipNull() { return nil }
         var values: [String?] = [nil, nil, nil]
-        var seen = [false, false, false]
-        try reader.beginObject()
-        var first = true
-        while let key = try reader.nextKey(paymentMethodKeys, first: first) {
-            first = false
-            guard key >= 0 else {
-                try reader.skipValue()
-                continue
-            }
-            guard !seen[key] else { throw .shape(reader.index) }
-            seen[key] = true
-            values[key] = try reader.readOptionalString()
+        try reader.forEachMember(paymentMethodKeys) { (key, r: inout JSONReader) throws(JSONReadError) in
+            values[key] = try r.readOptionalString()
         }
         return PaymentMethodInfo(displayName: values[0], network: values[1], type: values[2])
     }
