@@ -96,7 +96,7 @@ enum PaymentsBench {
                            jobs.count, Clock.system.now().timeIntervalSince(mintStart)))
         let result = try rig.pay(jobs, clients: options.clients, seconds: options.seconds)
         if !options.subscribers { Console.out("payments: without serve's subscribers (no finance ledger, no Wallet orders)") }
-        result.print(clients: options.clients, jobs: jobs.count)
+        result.report(clients: options.clients, jobs: jobs.count)
         return result.failures == 0 ? .success : .failure
     }
 }
@@ -274,7 +274,7 @@ struct PaymentsBenchResult {
         latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 1_000
     }
 
-    func print(clients: Int, jobs: Int) {
+    func report(clients: Int, jobs: Int) {
         let n = max(1, latencies.count)
         Console.out(String(format: "payments: %d in %.2f s = %.0f payments/s, p50 %.1f ms, p99 %.1f ms, failures %d "
                            + "(%d clients, simulator 0 ms)", latencies.count, elapsed, Double(latencies.count) / elapsed,
