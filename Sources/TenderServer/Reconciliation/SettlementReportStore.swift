@@ -685,8 +685,9 @@ struct BatchRevisionDiff: Codable {
 
 /// Groups items into per-category chunks of `SettlementReportStore.chunkItems` and inserts each chunk
 /// when full (and the partial last ones at `finish`), numbering items with dense ordinals.
-private struct ItemChunkWriter {
-    private struct Pending {
+struct ItemChunkWriter {
+    /// One category's chunk being filled.
+    struct Pending {
         var json = RowJSON(capacity: 256 * 1024)
         var count = 0
         var chunk = 0
@@ -708,6 +709,15 @@ private struct ItemChunkWriter {
 
     /// `lines.lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
     mutating func add(items: [ReconciliationItem], lines: ParsedBatch, on conn: PostgresConnection) throws {
+        let reportId = reportId
+        try add(items: items, lines: lines) { category, chunk in
+            try Self.write(category, chunk, reportId: reportId, on: conn)
+        }
+    }
+
+    /// As `add(items:lines:on:)`, handing each full chunk to `write` (`tender bench reconcile` drops them).
+    mutating func add(items: [ReconciliationItem], lines: ParsedBatch,
+                      write: (ReconciliationCategory, Pending) throws -> Void) throws {
         for index in items.indices {
             let item = items[index]
             ordinal += 1
@@ -730,7 +740,7 @@ private struct ItemChunkWriter {
             pending[slot].json.endObject()
             pending[slot].json.newline()
             if pending[slot].count == SettlementReportStore.chunkItems {
-                try write(item.category, pending[slot], on: conn)
+                try write(item.category, pending[slot])
                 pending[slot].json.removeAll()
                 pending[slot].count = 0
                 pending[slot].chunk += 1
@@ -741,13 +751,14 @@ private struct ItemChunkWriter {
     /// Writes every partial chunk left.
     mutating func finish(on conn: PostgresConnection) throws {
         for (slot, category) in Self.categories.enumerated() where pending[slot].count > 0 {
-            try write(category, pending[slot], on: conn)
+            try Self.write(category, pending[slot], reportId: reportId, on: conn)
             pending[slot].json.removeAll()
             pending[slot].count = 0
         }
     }
 
-    private func write(_ category: ReconciliationCategory, _ chunk: Pending, on conn: PostgresConnection) throws {
+    private static func write(_ category: ReconciliationCategory, _ chunk: Pending, reportId: String,
+                              on conn: PostgresConnection) throws {
         _ = try conn.execute("""
             INSERT INTO settlement_item_chunks (report_id, category, chunk, first_ordinal, last_ordinal, item_count,
                                                 items, effects_pending)
