@@ -70,7 +70,7 @@ enum ReconcileBench {
             }
             if batch.lines.count < SettlementReportStore.flushLines { break }
         }
-        for hasher in parser.digests.values { _ = hasher.finalize() }
+        for hasher in parser.finishDigests().values { _ = hasher.finalize() }
         return lines
     }
 

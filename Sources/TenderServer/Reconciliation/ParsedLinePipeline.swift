@@ -102,7 +102,7 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
             if done {
                 finished = true
                 failure = error
-                self.digests = stage.digests
+                self.digests = stage.finishDigests()
             }
             condition.broadcast()
             condition.unlock()
@@ -119,11 +119,13 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
 struct ParserStage<Source: ByteChunkSource> {
     private var reader: SettlementLineReader<Source>
     private let batchLines: Int
-    /// Each batch's SHA-256 over its lines' canonical content so far.
-    private(set) var digests: [String: SHA256Hasher] = [:]
+    private var digests: [String: SHA256Hasher] = [:]
     private var digestBatch = ""
     private var digest = SHA256Hasher()
-    private var scratch: [UInt8] = []
+    /// Canonical content of `digestBatch`'s latest lines not yet fed to `digest`: the hasher is
+    /// updated once per batch run or 64 KiB, not once per line (the digest is the same).
+    private var undigested: [UInt8] = []
+    private static var undigestedBytesMax: Int { 1 << 16 }
 
     init(reader: SettlementLineReader<Source>, batchLines: Int) {
         self.reader = reader
@@ -144,6 +146,7 @@ struct ParserStage<Source: ByteChunkSource> {
     mutating func fill(_ batch: inout ParsedBatch) throws(ReconciliationError) {
         while batch.lines.count < batchLines, let line = try reader.next() {
             if line.batchId != digestBatch || digests.isEmpty {
+                feedDigest()
                 if let known = digests[line.batchId] {
                     digest = known
                 } else {
@@ -152,12 +155,22 @@ struct ParserStage<Source: ByteChunkSource> {
                 }
                 digestBatch = line.batchId
             }
-            scratch.removeAll(keepingCapacity: true)
-            SettlementReportStore.appendCanonicalContent(line, to: &scratch)
-            digest.update(scratch)
+            SettlementReportStore.appendCanonicalContent(line, to: &undigested)
+            if undigested.count >= Self.undigestedBytesMax { feedDigest() }
             batch.lineJSON.line(line)
             batch.lineEnds.append(batch.lineJSON.bytes.count)
             batch.lines.append(line)
         }
+    }
+
+    /// Each batch's SHA-256 over its lines' canonical content, once the file has been read.
+    mutating func finishDigests() -> [String: SHA256Hasher] {
+        feedDigest()
+        return digests
+    }
+
+    private mutating func feedDigest() {
+        digest.update(undigested)
+        undigested.removeAll(keepingCapacity: true)
     }
 }

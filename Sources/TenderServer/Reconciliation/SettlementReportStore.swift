@@ -645,24 +645,34 @@ struct SettlementReportStore: Sendable {
     /// joined by the unit separator, then the record separator (neither can change a field's meaning
     /// here). The bytes must never change: stored batch digests are compared with new ones.
     static func appendCanonicalContent(_ line: SettlementLine, to bytes: inout [UInt8]) {
-        func part(_ text: String) {
-            bytes.append(contentsOf: text.utf8)
-            bytes.append(0x1F)
+        let strings = line.naturalKey.utf8.count + line.type.rawValue.utf8.count + line.journalType.utf8.count
+            + (line.paymentId?.utf8.count ?? 0) + (line.refundId?.utf8.count ?? 0)
+            + (line.processorReference?.utf8.count ?? 0) + (line.paymentMethodVariant?.utf8.count ?? 0)
+            + line.currencyCode.utf8.count + line.netCurrencyCode.utf8.count
+        // 13 separators, the date and three numbers of at most 20 bytes.
+        bytes.appendReserved(room: strings + 13 + 10 + 3 * 20) { out in
+            func part(_ text: String) {
+                out.put(utf8: text)
+                out.put(0x1F)
+            }
+            part(line.naturalKey)
+            out.putDate(line.settlementDate)
+            out.put(0x1F)
+            part(line.type.rawValue)
+            part(line.journalType)
+            part(line.paymentId ?? "")
+            part(line.refundId ?? "")
+            part(line.processorReference ?? "")
+            part(line.paymentMethodVariant ?? "")
+            part(line.currencyCode)
+            out.putDecimal(line.grossMinor)
+            out.put(0x1F)
+            part(line.netCurrencyCode)
+            out.putDecimal(line.feeMinor)
+            out.put(0x1F)
+            out.putDecimal(line.netMinor)
+            out.put(0x1E)
         }
-        part(line.naturalKey)
-        part(line.settlementDate.description)
-        part(line.type.rawValue)
-        part(line.journalType)
-        part(line.paymentId ?? "")
-        part(line.refundId ?? "")
-        part(line.processorReference ?? "")
-        part(line.paymentMethodVariant ?? "")
-        part(line.currencyCode)
-        part(String(line.grossMinor))
-        part(line.netCurrencyCode)
-        part(String(line.feeMinor))
-        bytes.append(contentsOf: String(line.netMinor).utf8)
-        bytes.append(0x1E)
     }
 
     /// `sr_` + 24 lowercase alphanumerics from the CSPRNG (rejection sampling keeps it uniform).
