@@ -113,7 +113,8 @@ struct RowJSON {
 
     private mutating func null(_ key: StaticString) {
         self.key(key)
-        bytes.append(contentsOf: Array("null".utf8))
+        let null: StaticString = "null"
+        null.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
     /// `"l":{…}`, the line as its `Codable` conformance writes it (keys in declaration order, nil
@@ -170,7 +171,9 @@ struct RowJSON {
         separator()
         bytes.append(UInt8(ascii: "\""))
         key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        // Byte by byte: an array literal here was an allocation per key.
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
     }
 
     /// RFC 8259 string: quote, backslash and control characters escaped; other UTF-8 as is.
