@@ -695,24 +695,34 @@ struct SettlementReportStore: Sendable {
     /// joined by the unit separator, then the record separator (neither can change a field's meaning
     /// here). The bytes must never change: stored batch digests are compared with new ones.
     static func appendCanonicalContent(_ line: SettlementLine, to bytes: inout [UInt8]) {
-        func part(_ text: String) {
-            bytes.append(contentsOf: text.utf8)
-            bytes.append(0x1F)
+        let strings = line.naturalKey.utf8.count + line.type.rawValue.utf8.count + line.journalType.utf8.count
+            + (line.paymentId?.utf8.count ?? 0) + (line.refundId?.utf8.count ?? 0)
+            + (line.processorReference?.utf8.count ?? 0) + (line.paymentMethodVariant?.utf8.count ?? 0)
+            + line.currencyCode.utf8.count + line.netCurrencyCode.utf8.count
+        // 13 separators, the date and three numbers of at most 20 bytes.
+        bytes.appendReserved(room: strings + 13 + 10 + 3 * 20) { out in
+            func part(_ text: String) {
+                out.put(utf8: text)
+                out.put(0x1F)
+            }
+            part(line.naturalKey)
+            out.putDate(line.settlementDate)
+            out.put(0x1F)
+            part(line.type.rawValue)
+            part(line.journalType)
+            part(line.paymentId ?? "")
+            part(line.refundId ?? "")
+            part(line.processorReference ?? "")
+            part(line.paymentMethodVariant ?? "")
+            part(line.currencyCode)
+            out.putDecimal(line.grossMinor)
+            out.put(0x1F)
+            part(line.netCurrencyCode)
+            out.putDecimal(line.feeMinor)
+            out.put(0x1F)
+            out.putDecimal(line.netMinor)
+            out.put(0x1E)
         }
-        part(line.naturalKey)
-        part(line.settlementDate.description)
-        part(line.type.rawValue)
-        part(line.journalType)
-        part(line.paymentId ?? "")
-        part(line.refundId ?? "")
-        part(line.processorReference ?? "")
-        part(line.paymentMethodVariant ?? "")
-        part(line.currencyCode)
-        part(String(line.grossMinor))
-        part(line.netCurrencyCode)
-        part(String(line.feeMinor))
-        bytes.append(contentsOf: String(line.netMinor).utf8)
-        bytes.append(0x1E)
     }
 
     /// `sr_` + 24 lowercase alphanumerics from the CSPRNG (rejection sampling keeps it uniform).
@@ -735,8 +745,9 @@ struct BatchRevisionDiff: Codable {
 
 /// Groups items into per-category chunks of `SettlementReportStore.chunkItems` and inserts each chunk
 /// when full (and the partial last ones at `finish`), numbering items with dense ordinals.
-private struct ItemChunkWriter {
-    private struct Pending {
+struct ItemChunkWriter {
+    /// One category's chunk being filled.
+    struct Pending {
         var json = RowJSON(capacity: 256 * 1024)
         var count = 0
         var chunk = 0
@@ -758,6 +769,15 @@ private struct ItemChunkWriter {
 
     /// `lines.lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
     mutating func add(items: [ReconciliationItem], lines: ParsedBatch, on conn: PostgresConnection) throws {
+        let reportId = reportId
+        try add(items: items, lines: lines) { category, chunk in
+            try Self.write(category, chunk, reportId: reportId, on: conn)
+        }
+    }
+
+    /// As `add(items:lines:on:)`, handing each full chunk to `write` (`tender bench reconcile` drops them).
+    mutating func add(items: [ReconciliationItem], lines: ParsedBatch,
+                      write: (ReconciliationCategory, Pending) throws -> Void) throws {
         for index in items.indices {
             let item = items[index]
             ordinal += 1
@@ -780,7 +800,7 @@ private struct ItemChunkWriter {
             pending[slot].json.endObject()
             pending[slot].json.newline()
             if pending[slot].count == SettlementReportStore.chunkItems {
-                try write(item.category, pending[slot], on: conn)
+                try write(item.category, pending[slot])
                 pending[slot].json.removeAll()
                 pending[slot].count = 0
                 pending[slot].chunk += 1
@@ -791,13 +811,14 @@ private struct ItemChunkWriter {
     /// Writes every partial chunk left.
     mutating func finish(on conn: PostgresConnection) throws {
         for (slot, category) in Self.categories.enumerated() where pending[slot].count > 0 {
-            try write(category, pending[slot], on: conn)
+            try Self.write(category, pending[slot], reportId: reportId, on: conn)
             pending[slot].json.removeAll()
             pending[slot].count = 0
         }
     }
 
-    private func write(_ category: ReconciliationCategory, _ chunk: Pending, on conn: PostgresConnection) throws {
+    private static func write(_ category: ReconciliationCategory, _ chunk: Pending, reportId: String,
+                              on conn: PostgresConnection) throws {
         _ = try conn.execute("""
             INSERT INTO settlement_item_chunks (report_id, category, chunk, first_ordinal, last_ordinal, item_count,
                                                 items, effects_pending)
