@@ -43,7 +43,7 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
     /// Starts the parser thread.
     func start() {
         let thread = Thread { [self] in self.run() }
-        thread.name = "tender-settlement-parser"
+        thread.name = "tender-csv-parse"
         thread.start()
     }
 
