@@ -243,20 +243,22 @@ public enum JSONValue: Sendable, Codable, Equatable {
     /// Decodes any JSON value; numbers keep their value exactly via Decimal.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
+        // A JSON value decodes as at most one kind, so the order only sets how many failed attempts (each a
+        // thrown DecodingError) it costs: strings and objects, what stored documents are made of, first.
         if container.decodeNil() {
             self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
+        } else if let value = try? container.decode([String: JSONValue].self) {
+            self = .object(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
         } else if let value = try? container.decode(Int64.self) {
             self = .number(String(value))
         } else if let value = try? container.decode(Decimal.self) {
             self = .number(value.description)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else if let value = try? container.decode([String: JSONValue].self) {
-            self = .object(value)
         } else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "Unsupported JSON value")
         }

@@ -15,6 +15,9 @@ public struct ValidationContext: Sendable {
     public var checkTotals: Bool
     /// Index in `lineItems` of Tender's shipping line, if any (rule 14).
     public var shippingLineIndex: Int?
+    /// `RequestValidator.featureRequirements` of the request being validated, found once by `issues(in:context:)`
+    /// for all the rules that read it (eight of them, each recomputing it was a fifth of an update's instructions).
+    var featureRequirements: [RequestValidator.FeatureRequirement]?
 
     /// A context.
     public init(apiVersion: Int, enabledCurrencies: [Currency]?, now: Timestamp, limits: CheckoutLimits = .standard,
@@ -73,7 +76,9 @@ public enum RequestValidator {
     /// Every issue in `request`, in check order (rule 9 is reported by the amount parser inside 8, 12, 24–27;
     /// rules 29 and 30 hold by construction: `Timestamp` encodes RFC 3339, the model has only Apple's keys).
     public static func issues(in request: ApplePayPaymentRequest, context: ValidationContext) -> [RequestIssue] {
-        checks.flatMap { $0.run(request, context) }
+        var context = context
+        context.featureRequirements = featureRequirements(in: request)
+        return checks.flatMap { $0.run(request, context) }
     }
 
     // MARK: - Helpers
@@ -192,7 +197,7 @@ public enum RequestValidator {
     /// The version issues of one rule: each feature of that rule the context's version cannot show,
     /// naming the version it needs.
     static func versionIssues(_ r: ApplePayPaymentRequest, _ c: ValidationContext, rule: Int) -> [RequestIssue] {
-        featureRequirements(in: r).filter { $0.rule == rule && $0.minimumVersion > c.apiVersion }.map {
+        (c.featureRequirements ?? featureRequirements(in: r)).filter { $0.rule == rule && $0.minimumVersion > c.apiVersion }.map {
             RequestIssue(code: $0.code, path: $0.path, rule: rule, requiredAPIVersion: $0.minimumVersion)
         }
     }

@@ -14,14 +14,19 @@ public indirect enum JSONShape: Decodable, Sendable, Equatable {
     /// An object and its members' shapes.
     case object([String: JSONShape])
 
-    /// Decodes any JSON value.
+    /// Decodes any JSON value. A JSON value decodes as at most one of these, so the order only decides how
+    /// many failed attempts (each a thrown `DecodingError`) a value costs: the kinds request bodies are
+    /// made of come first (strings, then objects).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { self = .null; return }
-        if (try? container.decode(Bool.self)) != nil { self = .scalar; return }
         if (try? container.decode(String.self)) != nil { self = .scalar; return }
-        if (try? container.decode(Double.self)) != nil { self = .scalar; return }
+        if let members = try? container.decode([String: JSONShape].self) { self = .object(members); return }
         if let elements = try? container.decode([JSONShape].self) { self = .array(elements); return }
+        if (try? container.decode(Bool.self)) != nil { self = .scalar; return }
+        if (try? container.decode(Double.self)) != nil { self = .scalar; return }
+        // Nothing decoded (a number beyond Double, or an object holding one): the object attempt again, so the
+        // error thrown is the one it always was.
         self = .object(try container.decode([String: JSONShape].self))
     }
 }

@@ -74,7 +74,7 @@ import Testing
                 metadata[Self.randomText(&generator)] = Self.randomText(&generator)
             }
             let value: JSONValue = .object(["s": .string(Self.randomText(&generator)), "n": .number("42"), "z": .null,
-                                            "a": .array([.bool(true), .number("-7")]), Self.randomText(&generator): .bool(false)])
+                                            "a": .array([.bool(true), .number("-7")]), "k" + Self.randomText(&generator): .bool(false)])
             let document = Outer(id: Self.randomText(&generator), version: .random(in: 0...1_000, using: &generator),
                                  total: .random(in: Int64.min...Int64.max, using: &generator),
                                  small: .random(in: Int8.min...Int8.max, using: &generator),

@@ -182,12 +182,14 @@ extension TenderApp {
                                                     now: now, on: conn)
             let version = session.version + 1
             let responseJSON = String(decoding: body, as: UTF8.self)
+            let checkoutJSON = try CheckoutJSON.bytes(next, inputsJSON: latest.inputsJSON)
             try CheckoutStore.append(sessionId: sessionId, version: version, event: event.rawValue,
-                                     totalMinor: next.totalMinor, checkoutJSON: try Self.jsonText(next),
+                                     totalMinor: next.totalMinor, checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
                                      inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
             return .updated(body: body, version: version,
                             cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash,
-                                                         responseJSON: responseJSON, checkout: next))
+                                                         responseJSON: responseJSON, checkout: next,
+                                                         inputsJSON: latest.inputsJSON))
         }
 
         let body: [UInt8]
@@ -218,17 +220,17 @@ extension TenderApp {
             switch command {
             case .shippingMethod(let identifier):
                 let r = try checkout.selectingShippingMethod(identifier, now: now)
-                return (r.checkout, try Self.jsonBytes(r.update))
+                return (r.checkout, try CheckoutJSON.bytes(r.update))
             case .shippingContact(let contact):
                 let r = try checkout.updatingShippingContact(contact, now: now)
-                return (r.checkout, try Self.jsonBytes(r.update))
+                return (r.checkout, try CheckoutJSON.bytes(r.update))
             case .couponCode(let code):
                 let coupon = try CouponStore.find(merchantId: merchantId, code: code, on: conn)
                 let r = try checkout.applyingCouponCode(code, coupon: coupon, now: now)
-                return (r.checkout, try Self.jsonBytes(r.update))
+                return (r.checkout, try CheckoutJSON.bytes(r.update))
             case .paymentMethod(let method):
                 let r = try checkout.updatingPaymentMethod(method)
-                return (r.checkout, try Self.jsonBytes(r.update))
+                return (r.checkout, try CheckoutJSON.bytes(r.update))
             }
         } catch let error as PaymentRequestError {
             throw CheckoutProblems.unprocessable(error)
@@ -244,8 +246,9 @@ extension TenderApp {
         guard let stored = try CheckoutStore.version(sessionId, version, on: conn) else {
             throw TenderError("session_version_missing", "session \(sessionId) has no version \(version)")
         }
-        return CachedSessionVersion(event: stored.event, inputSHA256: stored.inputSHA256,
-                                    responseJSON: stored.responseJSON, checkout: try decodeCheckout(stored.checkoutJSON))
+        let checkout = try decodeCheckout(stored.checkoutJSON)
+        return CachedSessionVersion(event: stored.event, inputSHA256: stored.inputSHA256, responseJSON: stored.responseJSON,
+                                    checkout: checkout, inputsJSON: try CheckoutJSON.inputsBytes(checkout.inputs))
     }
 
     // MARK: - Auth

@@ -65,7 +65,7 @@ enum CheckoutStore {
                 RETURNING session_id
             )
             INSERT INTO checkout_session_versions (session_id, version, event, total_minor, checkout)
-            SELECT session_id, 1, 'created', $4, $10::jsonb FROM session
+            SELECT session_id, 1, 'created', $4, $10 FROM session
             """,
             [s.sessionId, s.merchantId, s.currencyCode, s.totalMinor, s.expiresAtRFC3339, s.clientSecretSHA256,
              s.applicationData, s.applicationDataSHA256Hex, s.metadataJSON, s.checkoutJSON])
@@ -105,7 +105,7 @@ enum CheckoutStore {
             WITH v AS (
                 INSERT INTO checkout_session_versions (session_id, version, event, total_minor, checkout,
                                                        input_sha256, response)
-                VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7::jsonb)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)
             )
             UPDATE checkout_sessions SET version = $2, total_minor = $4, updated_at = now()
             WHERE session_id = $1 AND version = $2 - 1

@@ -8,6 +8,8 @@ struct CachedSessionVersion: Sendable {
     /// The update JSON returned for the event that produced this version (sorted keys).
     let responseJSON: String?
     let checkout: PricedCheckout
+    /// The JSON of `checkout.inputs`, the same for every version of a session: written once, then carried.
+    let inputsJSON: [UInt8]
 }
 
 /// Values keyed by (session id, version). A stored version is never rewritten (rule 39: each event

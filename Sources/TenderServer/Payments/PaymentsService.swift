@@ -167,7 +167,7 @@ public final class PaymentsService: Sendable {
     static let sessionForPaymentSQL: SQL = """
         SELECT merchant_id, status, currency_code, total_minor, application_data_sha256,
                (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, (extract(epoch FROM now()) * 1000)::bigint AS now_ms,
-               COALESCE((SELECT v.checkout #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
+               COALESCE((SELECT v.checkout::jsonb #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
                          FROM checkout_session_versions v WHERE v.session_id = checkout_sessions.session_id
                          ORDER BY v.version DESC LIMIT 1), false) AS supports_emv
         FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
