@@ -1,6 +1,7 @@
 import Crypto
 import FinanceStore
 import HTTPServer
+import Money
 import Postgres
 
 /// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the stored
@@ -89,7 +90,7 @@ enum FinanceBatchSQL {
             try writeMoves(moved, transactions: transactions.filter { !$0.isNew }, merchantId: merchantId, on: conn)
         }
         let written = try writeInserts(plan, transactions: transactions.filter(\.isNew), accountViews: accountViews,
-                                       merchantId: merchantId, on: conn)
+                                       asOf: asOf, merchantId: merchantId, on: conn)
 
         var changes: [Change] = []
         for (view, payload) in accountViews where written.createdAccounts.contains(view.id) {
@@ -99,16 +100,15 @@ enum FinanceBatchSQL {
             changes.append(Change(scopeKind: "transactions", scopeID: row.transaction.accountID,
                                   entityID: row.transaction.id, op: row.isNew ? .insert : .update, payload: row.payload))
         }
-        for (accountID, delta) in plan.balanceChanges {
-            guard let values = written.balances[accountID] else {
+        // A balance's JSON is not stored: `finance_entity` builds it from the shards' sum when read
+        // (migrations/0022), so its change row is the whole record of the change.
+        for (accountID, _) in plan.balanceChanges {
+            guard written.balances.contains(accountID) else {
                 throw FinanceError(.changeLogInvalid, detail: "balance row missing")
             }
-            let balance = try accountBalance(accountID: accountID, currency: delta.currencyCode,
-                                             booked: values.booked, available: values.available,
-                                             asOf: asOf, identity: plan.context.identity)
-            changes.append(Change(scopeKind: "account_balances", scopeID: accountID, entityID: balance.id,
-                                  op: written.createdAccounts.contains(accountID) ? .insert : .update,
-                                  payload: try json(balance)))
+            changes.append(Change(scopeKind: "account_balances", scopeID: accountID,
+                                  entityID: FinanceBalances.balanceID(of: accountID, identity: plan.context.identity),
+                                  op: written.createdAccounts.contains(accountID) ? .insert : .update, payload: nil))
         }
         try log(changes, merchantId: merchantId, epoch: epoch, on: conn)
     }
@@ -122,13 +122,14 @@ enum FinanceBatchSQL {
         let payload: String
     }
 
-    /// One `finance_entity` upsert and `finance_change` row; the plan yields each entity once.
+    /// One `finance_change` row and, for an account or a transaction, its `finance_entity_stored` upsert (a
+    /// balance's payload is nil: it is computed on read); the plan yields each entity once.
     struct Change {
         let scopeKind: String
         let scopeID: FinanceID?
         let entityID: FinanceID
         let op: ChangeOperation
-        let payload: String
+        let payload: String?
     }
 
     /// Round trip 3 (only when the batch moves postings stored before it), one statement: rewrites their
@@ -213,15 +214,18 @@ enum FinanceBatchSQL {
                  WHERE v.id IN (SELECT account_id FROM acc)
                 RETURNING 1),
             bal AS (
-                INSERT INTO finance_balance (merchant_id, account_id, currency_code, booked_minor, available_minor)
-                SELECT $1, b.account_id, b.currency_code, b.booked, b.available
-                  FROM unnest($28::uuid[], $29::text[], $30::bigint[], $31::bigint[])
-                       WITH ORDINALITY AS b(account_id, currency_code, booked, available, ord)
+                INSERT INTO finance_balance_shard AS s (merchant_id, account_id, shard, balance_id, currency_code,
+                                                        minor_digits, booked_minor, available_minor, as_of_seconds)
+                SELECT $1, b.account_id, (pg_current_xact_id()::text::bigint % 64)::smallint, b.balance_id,
+                       b.currency_code, b.digits, b.booked, b.available, $46
+                  FROM unnest($28::uuid[], $29::text[], $30::bigint[], $31::bigint[], $44::uuid[], $45::smallint[])
+                       WITH ORDINALITY AS b(account_id, currency_code, booked, available, balance_id, digits, ord)
                  ORDER BY b.ord
-                ON CONFLICT (merchant_id, account_id) DO UPDATE
-                   SET booked_minor = finance_balance.booked_minor + EXCLUDED.booked_minor,
-                       available_minor = finance_balance.available_minor + EXCLUDED.available_minor
-                RETURNING account_id, booked_minor, available_minor),
+                ON CONFLICT (merchant_id, account_id, shard) DO UPDATE
+                   SET booked_minor = s.booked_minor + EXCLUDED.booked_minor,
+                       available_minor = s.available_minor + EXCLUDED.available_minor,
+                       as_of_seconds = greatest(s.as_of_seconds, EXCLUDED.as_of_seconds)
+                RETURNING account_id),
             new_transactions AS (
                 INSERT INTO finance_transaction (merchant_id, id, account_id, posting_key, status, transaction_type,
                     credit_debit_indicator, merchant_category_code, transaction_date, posted_date, amount_minor,
@@ -234,18 +238,20 @@ enum FinanceBatchSQL {
                    NULL::bigint AS available_minor
               FROM acc
             UNION ALL
-            SELECT 'balance', account_id::text, booked_minor, available_minor FROM bal
+            SELECT 'balance', account_id::text, NULL, NULL FROM bal
         """
 
     /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
     /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
     /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
     /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
-    /// writers cannot deadlock). Returns the accounts created and every touched balance after the change.
+    /// writers cannot deadlock), each to the shard row its transaction id chooses (one of 64 per account,
+    /// migrations/0022: concurrent writers of one account almost never wait on each other, and the shard's
+    /// row lock keeps each sum exact). Returns the accounts created and the accounts whose balance it wrote.
     private static func writeInserts(
         _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
-        merchantId: String, on conn: PostgresConnection
-    ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
+        asOf: FinanceTimestamp, merchantId: String, on conn: PostgresConnection
+    ) throws -> (createdAccounts: Set<FinanceID>, balances: Set<FinanceID>) {
         let identity = plan.context.identity
         // Key order: two batches creating the same accounts wait on each other's keys in one order.
         let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
@@ -296,15 +302,18 @@ enum FinanceBatchSQL {
                   PGArray.text(transactions.map { $0.transaction.postedDate?.description }),
                   PGArray.text(transactions.map { String($0.transaction.transactionAmount.amountMinor) }),
                   PGArray.text(transactions.map(\.transaction.transactionAmount.currencyCode)),
-                  PGArray.text(transactions.map(\.payload))])
+                  PGArray.text(transactions.map(\.payload)),
+                  PGArray.text(balances.map { FinanceBalances.balanceID(of: $0.accountID, identity: identity).description }),
+                  PGArray.text(try balances.map { String(try minorDigits($0.delta.currencyCode)) }),
+                  asOf.secondsSinceEpoch])
         var created = Set<FinanceID>()
-        var stored: [FinanceID: (booked: Int64, available: Int64)] = [:]
+        var stored = Set<FinanceID>()
         for row in result.rows {
             let id = try FinanceID(parsing: try row.decode("account_id"))
             if try row.decode("kind", as: String.self) == "account" {
                 created.insert(id)
             } else {
-                stored[id] = (try row.decode("booked_minor"), try row.decode("available_minor"))
+                stored.insert(id)
             }
         }
         return (created, stored)
@@ -319,8 +328,8 @@ enum FinanceBatchSQL {
                 SELECT * FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::jsonb[])
                        WITH ORDINALITY AS c(scope_kind, scope_id, entity_id, op, payload, ord)),
             ent AS (
-                INSERT INTO finance_entity (merchant_id, scope_kind, scope_id, entity_id, payload)
-                SELECT $1, scope_kind, scope_id, entity_id, payload FROM input ORDER BY ord
+                INSERT INTO finance_entity_stored (merchant_id, scope_kind, scope_id, entity_id, payload)
+                SELECT $1, scope_kind, scope_id, entity_id, payload FROM input WHERE payload IS NOT NULL ORDER BY ord
                 ON CONFLICT (merchant_id, scope_kind, entity_id)
                 DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
                 RETURNING 1),
@@ -336,6 +345,13 @@ enum FinanceBatchSQL {
                   PGArray.text(changes.map(\.op.rawValue)),
                   PGArray.text(changes.map(\.payload)),
                   Int(epoch)])
+    }
+
+    /// The currency's minor digits, stored with each balance shard so that reads can format its amounts.
+    static func minorDigits(_ currencyCode: String) throws -> Int {
+        do { return try Currency(code: currencyCode).minorUnits } catch {
+            throw FinanceError(.currencyUnknown, field: "currencyCode", detail: String(currencyCode.prefix(8)))
+        }
     }
 
     static func accountBalance(accountID: FinanceID, currency: String, booked: Int64, available: Int64,

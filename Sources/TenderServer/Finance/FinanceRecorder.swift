@@ -7,8 +7,9 @@ import Postgres
 /// (issue 6 item 2: "in the same database transaction as the payment outcome").
 ///
 /// Per event it writes the posting and its legs, the FinanceKit views (accounts created on first use,
-/// transactions, balances), one `finance_entity` upsert and one `finance_change` row per changed entity
-/// (ChangeFeedSQL); the feed writer numbers those rows in commit order and wakes monitoring streams.
+/// transactions, balance shards), one `finance_entity_stored` upsert per changed account or transaction (a
+/// balance's JSON is built from its shards when read, migrations/0022) and one `finance_change` row per
+/// changed entity (ChangeFeedSQL); the feed writer numbers those rows in commit order and wakes monitoring streams.
 /// Re-applying an event is a no-op; the same event id with other content is `event_conflict`.
 ///
 /// One event and a list of events take the same path (`apply(_:merchantId:on:now:missingPostings:)`):
@@ -50,7 +51,8 @@ public struct FinanceRecorder: Sendable {
     /// 3. the status changes of stored postings and their transactions (only when there are some);
     /// 4. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, and the
     ///    balances (in account-id order, the lock order of every writer);
-    /// 5. one `finance_entity` upsert and one `finance_change` row per changed entity.
+    /// 5. the stored JSON of every changed account and transaction, and one `finance_change` row per changed
+    ///    entity (balances included).
     /// Round trips 3 to 5 are skipped when nothing changes (every event a replay); a payment (one new
     /// posting) takes four.
     ///
