@@ -10,38 +10,53 @@ import Postgres
 /// write is one array parameter (`PGArray.text`) expanded by `unnest`, so the number of round trips
 /// does not depend on the number of events.
 enum FinanceBatchSQL {
-    /// Round trip 2: the postings among `keys` that are already stored, with their legs, each locked
-    /// `FOR UPDATE` (a status change reads, then rewrites it) in the order of `keys` (sorted here, so two
-    /// batches lock shared postings in the same order), with its row id for the rewrite.
+    /// What the first round trip reads: the merchant's name (nil: no such merchant), the change-log epoch
+    /// (nil: its row is missing) and the stored postings.
+    struct OpeningRead {
+        let merchantName: String?
+        let epoch: Int?
+        let stored: [String: FinanceBatchPlan.StoredPosting]
+    }
+
+    /// Round trip 1, one statement: the merchant's name and the change-log epoch, and the postings among
+    /// `keys` that are already stored, with their legs, each locked `FOR UPDATE` (a status change reads,
+    /// then rewrites it) in the order of `keys` (sorted here, so two batches lock shared postings in the
+    /// same order), with its row id for the rewrite. With no keys it reads the merchant and the epoch only.
     ///
     /// Each key is looked up on its own, through the primary key (the LATERAL subqueries cannot be
     /// flattened into joins): planner statistics that still think a new merchant has no rows (the state
     /// after its first busy day) then cannot turn the lookup into a scan of all the merchant's rows per key.
-    static func storedPostings(_ keys: [String], merchantId: String,
-                               on conn: PostgresConnection) throws -> [String: FinanceBatchPlan.StoredPosting] {
+    static func openingRead(_ keys: [String], merchantId: String, on conn: PostgresConnection) throws -> OpeningRead {
         let result = try conn.query("""
-            SELECT s.*, e.side, e.amount_minor, a.account_key, a.ledger_class, a.currency_code, a.exposed,
-                   a.display_name, a.institution_name
-              FROM unnest($2::text[]) WITH ORDINALITY AS k(posting_key, ord)
-             CROSS JOIN LATERAL (
-                   SELECT f.ctid::text AS row_id, f.posting_key, f.transaction_type,
+            SELECT m.display_name AS merchant_name, (SELECT epoch FROM finance_epoch) AS epoch, s.*, e.side,
+                   e.amount_minor, a.account_key, a.ledger_class, a.currency_code, a.exposed, a.display_name,
+                   a.institution_name
+              FROM merchants m
+              LEFT JOIN LATERAL (
+                   SELECT k.ord, f.ctid::text AS row_id, f.posting_key, f.transaction_type,
                           extract(epoch FROM f.transaction_date)::bigint AS transaction_date, f.status,
                           extract(epoch FROM f.posted_date)::bigint AS posted_date, f.description,
                           f.original_description, f.fingerprint
-                     FROM finance_postings f
-                    WHERE f.merchant_id = $1 AND f.posting_key = k.posting_key
-                      FOR UPDATE) s
+                     FROM unnest($2::text[]) WITH ORDINALITY AS k(posting_key, ord)
+                    CROSS JOIN LATERAL (
+                          SELECT f.ctid, f.* FROM finance_postings f
+                           WHERE f.merchant_id = $1 AND f.posting_key = k.posting_key
+                             FOR UPDATE) f
+                   OFFSET 0) s ON true
               LEFT JOIN LATERAL (
                    SELECT x.leg, x.side, x.amount_minor, x.account_key FROM finance_entries x
                     WHERE x.merchant_id = $1 AND x.posting_key = s.posting_key
                     ORDER BY x.leg
                    OFFSET 0) e ON true
               LEFT JOIN finance_ledger_accounts a ON a.merchant_id = $1 AND a.account_key = e.account_key
-             ORDER BY k.ord, e.leg
+             WHERE m.merchant_id = $1
+             ORDER BY s.ord, e.leg
             """, [merchantId, PGArray.text(keys.sorted())])
+        guard let first = result.rows.first else { return OpeningRead(merchantName: nil, epoch: nil, stored: [:]) }
         var stored: [String: FinanceBatchPlan.StoredPosting] = [:]
         var index = 0
-        let rows = result.rows
+        // A merchant without stored postings among the keys is one row without a posting.
+        let rows = try first.decodeIfPresent("posting_key", as: String.self) == nil ? [] : result.rows
         while index < rows.count {
             let head = rows[index]
             let key: String = try head.decode("posting_key")
@@ -73,7 +88,8 @@ enum FinanceBatchSQL {
             stored[key] = FinanceBatchPlan.StoredPosting(rowID: try head.decode("row_id"),
                                                          fingerprint: try head.decode("fingerprint"), posting: posting)
         }
-        return stored
+        return OpeningRead(merchantName: try first.decodeIfPresent("merchant_name"), epoch: try first.decodeIfPresent("epoch"),
+                           stored: stored)
     }
 
     /// Round trips 3 to 5: writes `plan` and logs every changed entity.
