@@ -4,9 +4,9 @@ import HTTPServer
 import Money
 import Postgres
 
-/// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the stored
-/// postings, one rewrite of the moved ones, one write of everything new and of the balances, one write
-/// of the change log. Every column of a multi-row
+/// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the merchant and
+/// the stored postings, one rewrite of the moved ones, one write of everything new, of the balances and of
+/// the change log. Every column of a multi-row
 /// write is one array parameter (`PGArray.text`) expanded by `unnest`, so the number of round trips
 /// does not depend on the number of events.
 enum FinanceBatchSQL {
@@ -92,7 +92,7 @@ enum FinanceBatchSQL {
                            stored: stored)
     }
 
-    /// Round trips 3 to 5: writes `plan` and logs every changed entity.
+    /// Round trips 2 and 3: writes `plan` and logs every changed entity.
     static func write(_ plan: FinanceBatchPlan, merchantId: String, epoch: UInt32, asOf: FinanceTimestamp,
                       on conn: PostgresConnection) throws {
         // Each changed transaction is encoded once: the same JSON goes to its row and to its entity.
@@ -105,28 +105,19 @@ enum FinanceBatchSQL {
         if !moved.isEmpty {
             try writeMoves(moved, transactions: transactions.filter { !$0.isNew }, merchantId: merchantId, on: conn)
         }
+        // The change log is written by the same statement (`insertsStatement`): the created accounts' rows
+        // (only the statement knows which it created), every changed transaction's, and every touched
+        // balance's (an insert when its account was created, else an update). A balance's JSON is not
+        // stored: `finance_entity` builds it from the shards' sum when read (migrations/0022).
+        let changes = transactions.map { row in
+            Change(scopeKind: "transactions", scopeID: row.transaction.accountID, entityID: row.transaction.id,
+                   op: row.isNew ? .insert : .update, payload: row.payload)
+        }
         let written = try writeInserts(plan, transactions: transactions.filter(\.isNew), accountViews: accountViews,
-                                       asOf: asOf, merchantId: merchantId, on: conn)
-
-        var changes: [Change] = []
-        for (view, payload) in accountViews where written.createdAccounts.contains(view.id) {
-            changes.append(Change(scopeKind: "accounts", scopeID: nil, entityID: view.id, op: .insert, payload: payload))
+                                       changes: changes, epoch: epoch, asOf: asOf, merchantId: merchantId, on: conn)
+        for (accountID, _) in plan.balanceChanges where !written.balances.contains(accountID) {
+            throw FinanceError(.changeLogInvalid, detail: "balance row missing")
         }
-        for row in transactions {
-            changes.append(Change(scopeKind: "transactions", scopeID: row.transaction.accountID,
-                                  entityID: row.transaction.id, op: row.isNew ? .insert : .update, payload: row.payload))
-        }
-        // A balance's JSON is not stored: `finance_entity` builds it from the shards' sum when read
-        // (migrations/0022), so its change row is the whole record of the change.
-        for (accountID, _) in plan.balanceChanges {
-            guard written.balances.contains(accountID) else {
-                throw FinanceError(.changeLogInvalid, detail: "balance row missing")
-            }
-            changes.append(Change(scopeKind: "account_balances", scopeID: accountID,
-                                  entityID: FinanceBalances.balanceID(of: accountID, identity: plan.context.identity),
-                                  op: written.createdAccounts.contains(accountID) ? .insert : .update, payload: nil))
-        }
-        try log(changes, merchantId: merchantId, epoch: epoch, on: conn)
     }
 
     /// A changed FinanceKit transaction in its final state, with its JSON.
@@ -138,21 +129,21 @@ enum FinanceBatchSQL {
         let payload: String
     }
 
-    /// One `finance_change` row and, for an account or a transaction, its `finance_entity_stored` upsert (a
-    /// balance's payload is nil: it is computed on read); the plan yields each entity once.
+    /// One changed transaction's `finance_change` row and `finance_entity_stored` upsert; the plan yields
+    /// each entity once.
     struct Change {
         let scopeKind: String
-        let scopeID: FinanceID?
+        let scopeID: FinanceID
         let entityID: FinanceID
         let op: ChangeOperation
-        let payload: String?
+        let payload: String
     }
 
-    /// Round trip 3 (only when the batch moves postings stored before it), one statement: rewrites their
+    /// Round trip 2 (only when the batch moves postings stored before it), one statement: rewrites their
     /// status and their transactions to the final state.
     ///
     /// Rewrites go by row id (`ctid`), never through a join the planner may turn into a scan of the
-    /// merchant's rows when its statistics are stale: a posting by the id round trip 2 read under lock;
+    /// merchant's rows when its statistics are stale: a posting by the id round trip 1 read under lock;
     /// a transaction by a per-row lookup (LATERAL, not flattened) that names a column of every index of
     /// `finance_transaction` besides `merchant_id`, so that any index the planner picks finds the one row.
     private static func writeMoves(_ moved: [(rowID: String, posting: Posting)], transactions: [TransactionRow],
@@ -192,7 +183,7 @@ enum FinanceBatchSQL {
                   PGArray.text(transactions.map(\.payload))]).first else {
             throw FinanceError(.changeLogInvalid, detail: "move returned nothing")
         }
-        // Every row was read under lock in round trip 2 (or belongs to a posting that was): all must be there.
+        // Every row was read under lock in round trip 1 (or belongs to a posting that was): all must be there.
         guard try counts.decode("postings", as: Int.self) == moved.count,
               try counts.decode("transactions", as: Int.self) == transactions.count else {
             throw FinanceError(.changeLogInvalid, detail: "a moved posting or transaction was not rewritten")
@@ -249,6 +240,29 @@ enum FinanceBatchSQL {
                 SELECT $1, t.* FROM unnest($32::uuid[], $33::uuid[], $34::text[], $35::text[], $36::text[], $37::text[],
                                            $38::smallint[], $39::timestamptz[], $40::timestamptz[], $41::bigint[],
                                            $42::text[], $43::jsonb[]) AS t
+                RETURNING 1),
+            changes AS (
+                SELECT 0 AS grp, v.ord, 'accounts'::text AS scope_kind, '00000000-0000-0000-0000-000000000000'::uuid AS scope_id,
+                       v.id AS entity_id, 'insert'::text AS op, v.payload
+                  FROM unnest($23::uuid[], $27::jsonb[]) WITH ORDINALITY AS v(id, payload, ord)
+                 WHERE v.id IN (SELECT account_id FROM acc)
+                UNION ALL
+                SELECT 1, c.ord, c.scope_kind, c.scope_id, c.entity_id, c.op, c.payload
+                  FROM unnest($47::text[], $48::uuid[], $49::uuid[], $50::text[], $51::jsonb[])
+                       WITH ORDINALITY AS c(scope_kind, scope_id, entity_id, op, payload, ord)
+                UNION ALL
+                SELECT 2, b.ord, 'account_balances', b.account_id, b.balance_id,
+                       CASE WHEN b.account_id IN (SELECT account_id FROM acc) THEN 'insert' ELSE 'update' END, NULL::jsonb
+                  FROM unnest($28::uuid[], $44::uuid[]) WITH ORDINALITY AS b(account_id, balance_id, ord)),
+            ent AS (
+                INSERT INTO finance_entity_stored (merchant_id, scope_kind, scope_id, entity_id, payload)
+                SELECT $1, scope_kind, scope_id, entity_id, payload FROM changes WHERE payload IS NOT NULL ORDER BY grp, ord
+                ON CONFLICT (merchant_id, scope_kind, entity_id)
+                DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
+                RETURNING 1),
+            chg AS (
+                INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
+                SELECT $1, scope_kind, scope_id, $52, op, entity_id FROM changes ORDER BY grp, ord
                 RETURNING 1)
             SELECT 'account' AS kind, account_id::text AS account_id, NULL::bigint AS booked_minor,
                    NULL::bigint AS available_minor
@@ -257,16 +271,17 @@ enum FinanceBatchSQL {
             SELECT 'balance', account_id::text, NULL, NULL FROM bal
         """
 
-    /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
+    /// Round trip 3, one statement: creates the ledger accounts on first use (a FinanceKit account and
     /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
     /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
     /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
     /// writers cannot deadlock), each to the shard row its transaction id chooses (one of 64 per account,
     /// migrations/0022: concurrent writers of one account almost never wait on each other, and the shard's
-    /// row lock keeps each sum exact). Returns the accounts created and the accounts whose balance it wrote.
+    /// row lock keeps each sum exact), then stores the JSON of every changed account and transaction and
+    /// appends the change log (`write`). Returns the accounts created and the accounts whose balance it wrote.
     private static func writeInserts(
         _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
-        asOf: FinanceTimestamp, merchantId: String, on conn: PostgresConnection
+        changes: [Change], epoch: UInt32, asOf: FinanceTimestamp, merchantId: String, on conn: PostgresConnection
     ) throws -> (createdAccounts: Set<FinanceID>, balances: Set<FinanceID>) {
         let identity = plan.context.identity
         // Key order: two batches creating the same accounts wait on each other's keys in one order.
@@ -321,7 +336,13 @@ enum FinanceBatchSQL {
                   PGArray.text(transactions.map(\.payload)),
                   PGArray.text(balances.map { FinanceBalances.balanceID(of: $0.accountID, identity: identity).description }),
                   PGArray.text(try balances.map { String(try minorDigits($0.delta.currencyCode)) }),
-                  asOf.secondsSinceEpoch])
+                  asOf.secondsSinceEpoch,
+                  PGArray.text(changes.map(\.scopeKind)),
+                  PGArray.text(changes.map(\.scopeID.description)),
+                  PGArray.text(changes.map(\.entityID.description)),
+                  PGArray.text(changes.map(\.op.rawValue)),
+                  PGArray.text(changes.map(\.payload)),
+                  Int(epoch)])
         var created = Set<FinanceID>()
         var stored = Set<FinanceID>()
         for row in result.rows {
@@ -333,34 +354,6 @@ enum FinanceBatchSQL {
             }
         }
         return (created, stored)
-    }
-
-    /// Round trip 5, one statement: upserts every changed entity and appends its change row; the feed
-    /// writer (FinanceFeedIngest) reads the row at commit and wakes monitoring streams once it is fed.
-    private static func log(_ changes: [Change], merchantId: String, epoch: UInt32, on conn: PostgresConnection) throws {
-        let nilUUID = "00000000-0000-0000-0000-000000000000"
-        _ = try conn.query("""
-            WITH input AS (
-                SELECT * FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::jsonb[])
-                       WITH ORDINALITY AS c(scope_kind, scope_id, entity_id, op, payload, ord)),
-            ent AS (
-                INSERT INTO finance_entity_stored (merchant_id, scope_kind, scope_id, entity_id, payload)
-                SELECT $1, scope_kind, scope_id, entity_id, payload FROM input WHERE payload IS NOT NULL ORDER BY ord
-                ON CONFLICT (merchant_id, scope_kind, entity_id)
-                DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
-                RETURNING 1),
-            chg AS (
-                INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
-                SELECT $1, scope_kind, scope_id, $7, op, entity_id FROM input ORDER BY ord
-                RETURNING 1)
-            SELECT (SELECT count(*) FROM ent) + (SELECT count(*) FROM chg) AS n
-            """, [merchantId,
-                  PGArray.text(changes.map(\.scopeKind)),
-                  PGArray.text(changes.map { $0.scopeID?.description ?? nilUUID }),
-                  PGArray.text(changes.map(\.entityID.description)),
-                  PGArray.text(changes.map(\.op.rawValue)),
-                  PGArray.text(changes.map(\.payload)),
-                  Int(epoch)])
     }
 
     /// The currency's minor digits, stored with each balance shard so that reads can format its amounts.

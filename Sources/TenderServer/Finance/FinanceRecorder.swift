@@ -44,16 +44,15 @@ public struct FinanceRecorder: Sendable {
     }
 
     /// Applies `events` in order for `merchantId` on `conn` (inside the caller's transaction), leaving
-    /// exactly the rows that applying them one by one would leave, in at most four round trips:
+    /// exactly the rows that applying them one by one would leave, in at most three round trips:
     /// 1. the merchant's name and the change-log epoch, with the stored postings the events name, locked
     ///    `FOR UPDATE` in key order, with their legs (one statement);
-    /// 3. the status changes of stored postings and their transactions (only when there are some);
-    /// 4. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, and the
-    ///    balances (in account-id order, the lock order of every writer);
-    /// 5. the stored JSON of every changed account and transaction, and one `finance_change` row per changed
-    ///    entity (balances included).
-    /// (Numbered as before the first two were merged.) Round trips 3 to 5 are skipped when nothing changes
-    /// (every event a replay); a payment (one new posting) takes three.
+    /// 2. the status changes of stored postings and their transactions (only when there are some);
+    /// 3. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, the
+    ///    balances (in account-id order, the lock order of every writer), the stored JSON of every changed
+    ///    account and transaction, and one `finance_change` row per changed entity (balances included).
+    /// Round trips 2 and 3 are skipped when nothing changes (every event a replay); a payment (one new
+    /// posting) takes two.
     ///
     /// The change log gets one row per changed entity per call: a transaction created and moved by the
     /// same call is one `insert` with its final state, one moved twice is one `update`, and each touched

@@ -217,4 +217,32 @@ struct FinanceBalanceShardTests {
             #expect(error.sqlState == "23514")
         }
     }
+    /// The recorder's first statement reads the merchant, the epoch and the stored postings together: an
+    /// unknown merchant is still `event_invalid` on `merchantId` (with or without a ledger effect), and a
+    /// replay or a status change still finds the stored posting.
+    @Test func theOpeningReadKeepsTheRecordersRules() throws {
+        let s = try FinanceTestServer(prefix: "fin_opening", startIngest: false)
+        defer { s.stop() }
+        for event in [Events.paid("pay_1", 100), BusinessEvent.paymentDeclined(paymentID: "pay_2")] {
+            do {
+                try s.record([event], merchant: "merchant.fin.unknown")
+                Issue.record("an unknown merchant must be refused")
+            } catch let error as FinanceError {
+                #expect(error.code == .eventInvalid)
+                #expect(error.field == "merchantId")
+            }
+        }
+        let (merchant, _) = try s.merchant()
+        let first = try FinanceBatchTests.applyBatch(s, [Events.paid("pay_1", 100), Events.paid("pay_2", 200)], merchant: merchant)
+        #expect(first == FinanceBatchOutcome(applied: 2))
+        let again = try FinanceBatchTests.applyBatch(s, [Events.paid("pay_2", 200), .paymentBooked(paymentID: "pay_1", at: Events.at(9)),
+                                                         .paymentDeclined(paymentID: "pay_3")], merchant: merchant)
+        #expect(again == FinanceBatchOutcome(applied: 1, replayed: 1, withoutEffect: 1))
+        do {
+            _ = try FinanceBatchTests.applyBatch(s, [Events.paid("pay_2", 201)], merchant: merchant)
+            Issue.record("other content under a stored posting's key must be refused")
+        } catch let error as FinanceError {
+            #expect(error.code == .eventConflict)
+        }
+    }
 }
