@@ -95,28 +95,122 @@ public struct CSVRecord: Sendable, Equatable {
     }
 }
 
+/// One CSV record as the reader holds it: every field's bytes (unquoted, validated as UTF-8) one
+/// after another in one buffer, so reading a record allocates nothing. Valid as long as the caller
+/// keeps it; the reader reuses its buffers for the next record once this value is gone.
+public struct CSVRawRecord: Sendable {
+    /// 1-based physical line where the record starts.
+    public let line: Int
+    let content: [UInt8]
+    let ends: [Int]
+    /// Physical line where each field starts.
+    public let fieldLines: [Int]
+    /// Byte column where each field starts (the opening quote for a quoted field).
+    public let fieldColumns: [Int]
+    /// Line of the record terminator (or end of file).
+    public let endLine: Int
+    /// Column of the record terminator (or end of file).
+    public let endColumn: Int
+
+    /// Number of fields.
+    public var count: Int { ends.count }
+
+    /// The bytes of field `index`.
+    public subscript(index: Int) -> ArraySlice<UInt8> {
+        content[(index == 0 ? 0 : ends[index - 1])..<ends[index]]
+    }
+
+    /// Field `index` as a string (its bytes were validated as UTF-8, so nothing is substituted).
+    public func string(_ index: Int) -> String { String(decoding: self[index], as: UTF8.self) }
+
+    /// The record with its fields as strings.
+    public var record: CSVRecord {
+        CSVRecord(line: line, fields: (0..<count).map(string), fieldLines: fieldLines, fieldColumns: fieldColumns,
+                  endLine: endLine, endColumn: endColumn)
+    }
+
+    /// An error pointing at field `index`, or at the end of the record if there is no such field.
+    public func error(_ code: ReconciliationError.Code, field index: Int, name: String? = nil)
+        -> ReconciliationError {
+        if index < count {
+            return ReconciliationError(code, line: fieldLines[index], column: fieldColumns[index], field: name)
+        }
+        return ReconciliationError(code, line: endLine, column: endColumn, field: name)
+    }
+}
+
 /// Streaming RFC 4180 reader: quoted fields, doubled quotes, embedded separators and newlines,
 /// CRLF or LF terminators, an optional UTF-8 BOM; every byte is checked to be well-formed UTF-8.
 ///
 /// Deliberate strictness (RFC 4180 §2): a quote inside an unquoted field, text after a closing quote
 /// and a CR not followed by LF are errors, never guessed at. Blank lines are skipped.
+///
+/// Inside a field, a run of plain ASCII bytes (no separator, quote, CR or LF) is taken in one step;
+/// every other byte, and any run that would reach a limit, goes through the byte-at-a-time state
+/// machine, so errors and their positions do not depend on the fast path.
 public struct CSVReader<Source: ByteChunkSource> {
     /// The limits this reader enforces.
-    public let limits: CSVLimits
+    public var limits: CSVLimits { scanner.limits }
     /// Bytes of field content the reader holds right now (the current record only).
-    public private(set) var bufferedBytes = 0
+    public var bufferedBytes: Int { scanner.bufferedBytes }
     /// The most field content bytes ever held at once; bounded by `limits.lineBytesMax`.
-    public private(set) var bufferedBytesHighWater = 0
+    public var bufferedBytesHighWater: Int { scanner.bufferedBytesHighWater }
     /// Records returned so far, header included.
-    public private(set) var recordsRead = 0
+    public var recordsRead: Int { scanner.recordsRead }
+
+    private var source: Source
+    // The state machine is not generic over the source, so it runs as compiled here whatever the
+    // source (a generic one paid for a metadata lookup per call).
+    private var scanner: CSVScanner
+    private var primed = false
+
+    /// A reader pulling from `source` under `limits`.
+    public init(source: Source, limits: CSVLimits = CSVLimits()) {
+        self.source = source
+        self.scanner = CSVScanner(limits: limits)
+    }
+
+    /// The next record, or nil at the end of the input; throws at the first malformed byte.
+    public mutating func next() throws(ReconciliationError) -> CSVRecord? {
+        try nextRaw()?.record
+    }
+
+    /// The next record as bytes, or nil at the end of the input; throws at the first malformed byte.
+    public mutating func nextRaw() throws(ReconciliationError) -> CSVRawRecord? {
+        if scanner.finished { return nil }
+        if !primed { prime() }
+        while true {
+            if let record = try scanner.scan() { return record }
+            guard let next = source.nextChunk() else { return try scanner.finish() }
+            scanner.feed(next)
+        }
+    }
+
+    // The BOM may straddle chunks, so gather at least three bytes before deciding.
+    private mutating func prime() {
+        primed = true
+        var head: [UInt8] = []
+        while head.count < 3, let next = source.nextChunk() { head.append(contentsOf: next) }
+        if head.count >= 3, head[0] == 0xEF, head[1] == 0xBB, head[2] == 0xBF {
+            scanner.feed(head[3...])
+        } else {
+            scanner.feed(head[...])
+        }
+    }
+}
+
+/// `CSVReader`'s state machine over the chunks it is fed.
+struct CSVScanner {
+    let limits: CSVLimits
+    private(set) var bufferedBytes = 0
+    private(set) var bufferedBytesHighWater = 0
+    private(set) var recordsRead = 0
+    private(set) var finished = false
 
     private enum State { case fieldStart, unquoted, quoted, quoteInQuoted, afterCR }
 
-    private var source: Source
     private var chunk: ArraySlice<UInt8> = []
     private var chunkIndex = 0
-    private var primed = false
-    private var finished = false
     private var state = State.fieldStart
     // Position of the byte being consumed (column 0 = before the first byte of the line).
     private var line = 1
@@ -126,8 +220,11 @@ public struct CSVReader<Source: ByteChunkSource> {
     private var recordBytes = 0
     private var fieldStartLine = 1
     private var fieldStartColumn = 1
-    private var fieldBuffer: [UInt8] = []
-    private var fields: [String] = []
+    // The current record's field contents, back to back, and where each field ends in them.
+    private var content: [UInt8] = []
+    private var fieldEnds: [Int] = []
+    private var fieldContentStart = 0
+    private var recordHandedOut = false
     private var fieldLines: [Int] = []
     private var fieldColumns: [Int] = []
     private var endLine = 1
@@ -142,42 +239,85 @@ public struct CSVReader<Source: ByteChunkSource> {
     private static var lf: UInt8 { 0x0A }
     private static var cr: UInt8 { 0x0D }
 
-    /// A reader pulling from `source` under `limits`.
-    public init(source: Source, limits: CSVLimits = CSVLimits()) {
-        self.source = source
-        self.limits = limits
+    init(limits: CSVLimits) { self.limits = limits }
+
+    /// Content of an unquoted field that needs no check: ASCII other than separator, quote, CR and LF.
+    private static func isPlainUnquoted(_ byte: UInt8) -> Bool {
+        byte < 0x80 && byte != comma && byte != quote && byte != lf && byte != cr
     }
 
-    /// The next record, or nil at the end of the input; throws at the first malformed byte.
-    public mutating func next() throws(ReconciliationError) -> CSVRecord? {
-        if finished { return nil }
-        if !primed { prime() }
-        while true {
-            while chunkIndex < chunk.endIndex {
-                let byte = chunk[chunkIndex]
-                chunkIndex += 1
-                if try consume(byte) { return takeRecord() }
+    /// Makes `next` the bytes to scan; the previous chunk must have been used up.
+    mutating func feed(_ next: ArraySlice<UInt8>) {
+        chunk = next
+        chunkIndex = next.startIndex
+    }
+
+    /// The next record completed within the current chunk, or nil once the chunk is used up.
+    mutating func scan() throws(ReconciliationError) -> CSVRawRecord? {
+        if recordHandedOut {
+            // The previous record's buffers are reused here (copied only if its caller still holds it).
+            recordHandedOut = false
+            content.removeAll(keepingCapacity: true)
+            fieldEnds.removeAll(keepingCapacity: true)
+            fieldLines.removeAll(keepingCapacity: true)
+            fieldColumns.removeAll(keepingCapacity: true)
+            fieldContentStart = 0
+        }
+        while chunkIndex < chunk.endIndex {
+            if utf8Need == 0 {
+                if state == .fieldStart, recordStarted, Self.isPlainUnquoted(chunk[chunkIndex]) {
+                    // A field after a separator starting with a plain byte: what `consume` does at
+                    // `.fieldStart` before taking the byte as unquoted content.
+                    fieldStartLine = line
+                    fieldStartColumn = column + 1
+                    state = .unquoted
+                }
+                if state == .unquoted || state == .quoted {
+                    takePlainRun()
+                    if chunkIndex == chunk.endIndex { break }
+                }
             }
-            guard let next = source.nextChunk() else { return try finish() }
-            chunk = next
-            chunkIndex = next.startIndex
+            let byte = chunk[chunkIndex]
+            chunkIndex += 1
+            if try consume(byte) { return takeRecord() }
         }
+        return nil
     }
 
-    // The BOM may straddle chunks, so gather at least three bytes before deciding.
-    private mutating func prime() {
-        primed = true
-        var head: [UInt8] = []
-        while head.count < 3, let next = source.nextChunk() { head.append(contentsOf: next) }
-        if head.count >= 3, head[0] == 0xEF, head[1] == 0xBB, head[2] == 0xBF {
-            chunk = head[3...]
-        } else {
-            chunk = head[...]
+    /// Takes the plain ASCII bytes that follow inside the current field in one step: in an unquoted
+    /// field anything but a separator, quote, CR or LF; in a quoted one anything but a quote or LF.
+    /// Stops short of the line and field limits, so the byte that breaks one takes the slow path.
+    private mutating func takePlainRun() {
+        let room = min(limits.lineBytesMax - recordBytes, limits.fieldBytesMax - (content.count - fieldContentStart))
+        guard room > 0 else { return }
+        let quoted = state == .quoted
+        let start = chunkIndex
+        let run = chunk.withUnsafeBufferPointer { buffer -> Int in
+            let base = start - chunk.startIndex
+            let limit = min(buffer.count, base + room)
+            var index = base
+            if quoted {
+                while index < limit {
+                    let byte = buffer[index]
+                    if byte >= 0x80 || byte == Self.quote || byte == Self.lf { break }
+                    index += 1
+                }
+            } else {
+                while index < limit, Self.isPlainUnquoted(buffer[index]) { index += 1 }
+            }
+            return index - base
         }
-        chunkIndex = chunk.startIndex
+        guard run > 0 else { return }
+        content.append(contentsOf: chunk[start..<(start + run)])
+        chunkIndex += run
+        column += run
+        recordBytes += run
+        bufferedBytes += run
+        if bufferedBytes > bufferedBytesHighWater { bufferedBytesHighWater = bufferedBytes }
     }
 
-    private mutating func finish() throws(ReconciliationError) -> CSVRecord? {
+    /// At the end of the input: the last record if it had no terminator, or the error of a record cut short.
+    mutating func finish() throws(ReconciliationError) -> CSVRawRecord? {
         finished = true
         if utf8Need > 0 {
             throw ReconciliationError(.csvInvalidUTF8, line: line, column: column)
@@ -321,8 +461,8 @@ public struct CSVReader<Source: ByteChunkSource> {
     }
 
     private mutating func append(_ byte: UInt8) throws(ReconciliationError) {
-        fieldBuffer.append(byte)
-        if fieldBuffer.count > limits.fieldBytesMax {
+        content.append(byte)
+        if content.count - fieldContentStart > limits.fieldBytesMax {
             throw ReconciliationError(.csvFieldTooLong, line: line, column: column,
                                       limit: limits.fieldBytesMax)
         }
@@ -332,7 +472,7 @@ public struct CSVReader<Source: ByteChunkSource> {
 
     private mutating func endFieldAtSeparator() throws(ReconciliationError) {
         endField()
-        if fields.count >= limits.fieldsPerLineMax {
+        if fieldEnds.count >= limits.fieldsPerLineMax {
             throw ReconciliationError(.csvTooManyFields, line: line, column: column,
                                       limit: limits.fieldsPerLineMax)
         }
@@ -340,19 +480,16 @@ public struct CSVReader<Source: ByteChunkSource> {
     }
 
     private mutating func endField() {
-        // Bytes were validated as UTF-8 on the way in, so decoding cannot substitute anything.
-        fields.append(String(decoding: fieldBuffer, as: UTF8.self))
+        fieldEnds.append(content.count)
         fieldLines.append(fieldStartLine)
         fieldColumns.append(fieldStartColumn)
-        fieldBuffer.removeAll(keepingCapacity: true)
+        fieldContentStart = content.count
     }
 
-    private mutating func takeRecord() -> CSVRecord {
-        let record = CSVRecord(line: recordStartLine, fields: fields, fieldLines: fieldLines,
-                               fieldColumns: fieldColumns, endLine: endLine, endColumn: endColumn)
-        fields.removeAll(keepingCapacity: true)
-        fieldLines.removeAll(keepingCapacity: true)
-        fieldColumns.removeAll(keepingCapacity: true)
+    private mutating func takeRecord() -> CSVRawRecord {
+        let record = CSVRawRecord(line: recordStartLine, content: content, ends: fieldEnds, fieldLines: fieldLines,
+                                  fieldColumns: fieldColumns, endLine: endLine, endColumn: endColumn)
+        recordHandedOut = true
         recordStarted = false
         recordBytes = 0
         bufferedBytes = 0

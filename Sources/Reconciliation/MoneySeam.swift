@@ -72,6 +72,64 @@ enum MoneySeam {
         }
     }
 
+    /// `parseMinor(_:exponent:rule: .exact)` over the field's bytes, without building a string: the
+    /// same checks in the same order (an optional `-`, then Money's optional `-` and `digits(.digits)?`
+    /// with no leading zero and exactly `exponent` fraction digits), so the same text gives the same
+    /// result (`ByteParserReferenceTests`). The
+    /// caller checks `parsesAmounts(exponent:)` once per currency, as `parseMinor` does per call.
+    static func parseMinorExact(_ bytes: ArraySlice<UInt8>, exponent: Int) -> Result<Int64, AmountProblem> {
+        var index = bytes.startIndex
+        let end = bytes.endIndex
+        var negative = false
+        if index < end, bytes[index] == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
+        // A second sign is Money's own: it judges the rest as usual and refuses a negative only at the end.
+        var signedAgain = false
+        if negative, index < end, bytes[index] == UInt8(ascii: "-") {
+            signedAgain = true
+            index += 1
+        }
+        let integerStart = index
+        while index < end, bytes[index] != UInt8(ascii: ".") {
+            guard isDigit(bytes[index]) else { return .failure(.invalid) }
+            index += 1
+        }
+        let integerEnd = index
+        guard integerEnd > integerStart else { return .failure(.invalid) }
+        if integerEnd - integerStart > 1 && bytes[integerStart] == UInt8(ascii: "0") { return .failure(.invalid) }
+        var fractionStart = end
+        if index < end {
+            fractionStart = index + 1  // after the "."
+            guard fractionStart < end else { return .failure(.invalid) }
+            for position in fractionStart..<end where !isDigit(bytes[position]) { return .failure(.invalid) }
+        }
+        guard end - fractionStart == exponent else { return .failure(.wrongDecimals) }
+        var value: Int64 = 0
+        guard accumulate(&value, bytes[integerStart..<integerEnd]), accumulate(&value, bytes[fractionStart..<end]) else {
+            return .failure(.overflow)
+        }
+        if signedAgain { return .failure(.invalid) }
+        return .success(negative ? -value : value)
+    }
+
+    // The digits appended to `value` as one number of minor units; false on Int64 overflow.
+    private static func accumulate(_ value: inout Int64, _ digits: ArraySlice<UInt8>) -> Bool {
+        for digit in digits {
+            let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
+            let (added, overflowB) = shifted.addingReportingOverflow(Int64(digit &- UInt8(ascii: "0")))
+            if overflowA || overflowB { return false }
+            value = added
+        }
+        return true
+    }
+
+    /// False when `parseMinor` refuses every amount of a currency with this exponent (none in the table).
+    static func parsesAmounts(exponent: Int) -> Bool { currency(exponent: exponent) != nil }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
     /// One representative currency per exponent: parsing depends only on the digit count.
     private static func currency(exponent: Int) -> Currency? { byExponent[exponent] }
 

@@ -41,10 +41,15 @@ public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStr
 
     /// Parses exactly `YYYY-MM-DD`; nil for any other shape or an impossible date.
     public init?(_ text: Substring) {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
-              let year = Self.number(bytes[0..<4]), let month = Self.number(bytes[5..<7]),
-              let day = Self.number(bytes[8..<10]),
+        self.init(utf8: Array(text.utf8)[...])
+    }
+
+    /// Parses exactly `YYYY-MM-DD` from its UTF-8 bytes; nil for any other shape or an impossible date.
+    public init?(utf8 bytes: ArraySlice<UInt8>) {
+        let start = bytes.startIndex
+        guard bytes.count == 10, bytes[start + 4] == UInt8(ascii: "-"), bytes[start + 7] == UInt8(ascii: "-"),
+              let year = Self.number(bytes[start..<(start + 4)]), let month = Self.number(bytes[(start + 5)..<(start + 7)]),
+              let day = Self.number(bytes[(start + 8)..<(start + 10)]),
               year >= 1, CivilCalendar.isValid(year: Int64(year), month: Int64(month), day: Int64(day))
         else { return nil }
         self.year = year
@@ -66,11 +71,28 @@ public struct SettlementDate: Sendable, Hashable, Comparable, Codable, CustomStr
 
     /// `YYYY-MM-DD`.
     public var description: String {
-        func pad(_ value: Int, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(10)
+        appendText(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `YYYY-MM-DD` (the `description`) to `bytes`.
+    public func appendText(to bytes: inout [UInt8]) {
+        // year is 1...9999, month and day two digits: the fields are always 4, 2 and 2 digits wide.
+        func digits(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value / divisor % 10))
+                divisor /= 10
+            }
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+        digits(year, 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(day, 2)
     }
 
     /// Days since 1970-01-01 (Time's civil calendar).

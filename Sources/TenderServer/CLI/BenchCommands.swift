@@ -13,16 +13,19 @@ enum BenchCommands {
     static let help = """
         usage: tender bench tokens [--seconds N] [--count N]
                tender bench payments --database-url URL [--seconds N] [--count-max N] [--clients N]
+               tender bench reconcile FILE [--stage csv|lines|parser|match] [--payments N]
         tokens: prints Apple Pay token throughput on one thread: decrypt only, full verification with the
         verified-chain cache, and full verification without it (sandbox-minted EC_v1 tokens); beside them
         Tender's own ECDH and CMS signature check alone. --count N instead runs exactly N cached full
         verifications and prints nothing else (a fixed workload for callgrind; N = 0 gives the setup).
         payments: end-to-end payments/s through the HTTP API (tender bench payments --help).
+        reconcile: CPU per line of one settlement import stage, no database (tender bench reconcile --help).
         """
 
     static func run(_ argv: [String], environment: [String: String]) throws -> ExitCode {
         guard let sub = argv.first, sub != "--help", sub != "-h" else { Console.out(help); return argv.isEmpty ? .usage : .success }
         if sub == "payments" { return try PaymentsBench.run(Array(argv.dropFirst()), environment: environment) }
+        if sub == "reconcile" { return try ReconcileBench.run(Array(argv.dropFirst())) }
         guard sub == "tokens" else { throw UsageError(message: "unknown subcommand \(sub)") }
         let args = try Arguments(Array(argv.dropFirst()), options: ["seconds", "count"])
         if args.wantsHelp { Console.out(help); return .success }

@@ -374,8 +374,9 @@ enum FinanceBatchSQL {
                               currentBalance: .availableAndBooked(available: try side(available), booked: try side(booked)))
     }
 
-    /// `JSONCoding.encoder`'s bytes, written by `JSONBytesEncoder` (Foundation's encoder was a third of the
-    /// ledger's instructions per payment).
+    /// The sorted-keys JSON of a FinanceKit value: `JSONBytesEncoder` writes `JSONCoding.encoder`'s exact
+    /// bytes without Foundation's boxing (Foundation's encoder was about a quarter of a settlement
+    /// chunk's instructions in Tender).
     static func json<T: Encodable>(_ value: T) throws -> String {
         String(decoding: try JSONBytesEncoder.bytes(value), as: UTF8.self)
     }

@@ -43,7 +43,7 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
     /// Starts the parser thread.
     func start() {
         let thread = Thread { [self] in self.run() }
-        thread.name = "tender-settlement-parser"
+        thread.name = "tender-csv-parse"
         thread.start()
     }
 
@@ -79,37 +79,15 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
     }
 
     private func run() {
-        guard var reader else { return }
+        guard let reader else { return }
         self.reader = nil
-        var digests: [String: SHA256Hasher] = [:]
-        var digestBatch = ""
-        var digest = SHA256Hasher()
-        var scratch: [UInt8] = []
-        var error: ReconciliationError?
+        var stage = ParserStage(reader: reader, batchLines: batchLines)
         var done = false
         while !done {
-            var batch = ParsedBatch()
-            batch.lines.reserveCapacity(batchLines)
-            batch.lineEnds.reserveCapacity(batchLines)
-            batch.lineJSON = RowJSON(capacity: batchLines * 320)
+            var batch = stage.newBatch()
+            var error: ReconciliationError?
             do {
-                while batch.lines.count < batchLines, let line = try reader.next() {
-                    if line.batchId != digestBatch || digests.isEmpty {
-                        if let known = digests[line.batchId] {
-                            digest = known
-                        } else {
-                            digest = SHA256Hasher()
-                            digests[line.batchId] = digest
-                        }
-                        digestBatch = line.batchId
-                    }
-                    scratch.removeAll(keepingCapacity: true)
-                    SettlementReportStore.appendCanonicalContent(line, to: &scratch)
-                    digest.update(scratch)
-                    batch.lineJSON.line(line)
-                    batch.lineEnds.append(batch.lineJSON.bytes.count)
-                    batch.lines.append(line)
-                }
+                try stage.fill(&batch)
             } catch let failure {
                 error = failure
             }
@@ -124,7 +102,7 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
             if done {
                 finished = true
                 failure = error
-                self.digests = digests
+                self.digests = stage.finishDigests()
             }
             condition.broadcast()
             condition.unlock()
@@ -133,5 +111,66 @@ final class ParsedLinePipeline<Source: ByteChunkSource & Sendable>: @unchecked S
         threadDone = true
         condition.broadcast()
         condition.unlock()
+    }
+}
+
+/// The parser thread's work, one batch at a time: read and validate lines, encode each line's stored
+/// JSON and feed its canonical content to its batch's digest (`tender bench reconcile` runs it alone).
+struct ParserStage<Source: ByteChunkSource> {
+    private var reader: SettlementLineReader<Source>
+    private let batchLines: Int
+    private var digests: [String: SHA256Hasher] = [:]
+    private var digestBatch = ""
+    private var digest = SHA256Hasher()
+    /// Canonical content of `digestBatch`'s latest lines not yet fed to `digest`: the hasher is
+    /// updated once per batch run or 64 KiB, not once per line (the digest is the same).
+    private var undigested: [UInt8] = []
+    private static var undigestedBytesMax: Int { 1 << 16 }
+
+    init(reader: SettlementLineReader<Source>, batchLines: Int) {
+        self.reader = reader
+        self.batchLines = batchLines
+    }
+
+    /// An empty batch with room for `batchLines` lines.
+    func newBatch() -> ParsedBatch {
+        var batch = ParsedBatch()
+        batch.lines.reserveCapacity(batchLines)
+        batch.lineEnds.reserveCapacity(batchLines)
+        batch.lineJSON = RowJSON(capacity: batchLines * 320)
+        return batch
+    }
+
+    /// Adds lines to `batch` up to `batchLines`; fewer only at the end of the file. Throws the file's
+    /// first error, with the lines before it left in `batch`.
+    mutating func fill(_ batch: inout ParsedBatch) throws(ReconciliationError) {
+        while batch.lines.count < batchLines, let line = try reader.next() {
+            if line.batchId != digestBatch || digests.isEmpty {
+                feedDigest()
+                if let known = digests[line.batchId] {
+                    digest = known
+                } else {
+                    digest = SHA256Hasher()
+                    digests[line.batchId] = digest
+                }
+                digestBatch = line.batchId
+            }
+            SettlementReportStore.appendCanonicalContent(line, to: &undigested)
+            if undigested.count >= Self.undigestedBytesMax { feedDigest() }
+            batch.lineJSON.line(line)
+            batch.lineEnds.append(batch.lineJSON.bytes.count)
+            batch.lines.append(line)
+        }
+    }
+
+    /// Each batch's SHA-256 over its lines' canonical content, once the file has been read.
+    mutating func finishDigests() -> [String: SHA256Hasher] {
+        feedDigest()
+        return digests
+    }
+
+    private mutating func feedDigest() {
+        digest.update(undigested)
+        undigested.removeAll(keepingCapacity: true)
     }
 }

@@ -340,49 +340,33 @@ struct SettlementReportStore: Sendable {
         guard !effects.isEmpty else { return ([], (0, 0)) }
         var seen = Set<String>()
         let unique = effects.filter { seen.insert($0.key).inserted }
-        struct Stored {
-            let kind: String, amount: Int64, currency: String, indicator: String, subject: String?
-            let version: Int, postingKeys: [String], reversed: Bool
+        // Every key not recorded before is recorded at version 0 by one statement (all of a new report's
+        // keys); only the keys already recorded are read back, locked, and decided one by one.
+        let fresh = unique.map { (effect: $0, version: 0, postingKeys: sink.postingKeys(of: $0, version: 0, merchantId: merchantId)) }
+        var inserted = Set<String>()
+        for row in try conn.query(Self.recordNewEffects, Self.effectRowParameters(fresh, merchantId: merchantId,
+                                                                                   reportId: reportId, format: format)).rows {
+            inserted.insert(try row.decode(0))
         }
-        var stored: [String: Stored] = [:]
-        for row in try conn.query("""
-            SELECT effect_key, kind, amount_minor, currency_code, credit_debit_indicator, subject_id, version,
-                   array_to_string(posting_keys, ' ') AS posting_keys, reversed_by IS NOT NULL AS reversed
-              FROM settlement_effects WHERE merchant_id = $1 AND effect_key = ANY($2::text[])
-               FOR UPDATE
-            """, [merchantId, PGArray.text(unique.map(\.key))]).rows {
-            let keys: String = try row.decode("posting_keys")
-            stored[try row.decode("effect_key")] = Stored(
-                kind: try row.decode("kind"), amount: try row.decode("amount_minor"), currency: try row.decode("currency_code"),
-                indicator: try row.decode("credit_debit_indicator"), subject: try row.decodeIfPresent("subject_id"),
-                version: try row.decode("version"), postingKeys: keys.split(separator: " ").map(String.init),
-                reversed: try row.decode("reversed"))
-        }
+        let stored = try storedEffects(unique.filter { !inserted.contains($0.key) }.map(\.key), merchantId: merchantId,
+                                       on: conn)
         var actions: [SettlementEffectAction] = []
         var rows: [(effect: FinanceEffect, version: Int, postingKeys: [String])] = []
         var applied = 0, rebooked = 0
-        for effect in unique {
-            let claim: Claim
-            if let old = stored[effect.key] {
-                let subject = Self.subject(of: effect)
-                let sameContent = old.kind == effect.kind.rawValue && old.amount == effect.amountMinor
-                    && old.currency == effect.currencyCode && old.indicator == effect.creditDebitIndicator
-                    && old.subject == subject
-                if old.reversed {
-                    claim = .book(version: old.version + 1)
-                } else if sameContent || effect.kind == .bookPayment || effect.kind == .bookRefund
-                            || effect.kind == .refundReversal {
-                    claim = .same(version: old.version, postingKeys: old.postingKeys)
-                } else {
-                    claim = .rebook(version: old.version + 1, oldPostingKeys: old.postingKeys)
-                }
-            } else {
-                claim = .book(version: 0)
+        for (index, effect) in unique.enumerated() {
+            if inserted.contains(effect.key) {
+                actions.append(.book(effect, version: 0))
+                applied += 1
+                continue
             }
-            switch claim {
+            guard let old = stored[effect.key] else {
+                throw TenderError("settlement_effect_lost", "effect \(effect.key) neither new nor recorded")
+            }
+            switch Self.decide(effect, against: old) {
             case .book(let version):
                 actions.append(.book(effect, version: version))
-                rows.append((effect, version, sink.postingKeys(of: effect, version: version, merchantId: merchantId)))
+                rows.append(version == 0 ? fresh[index]
+                            : (effect, version, sink.postingKeys(of: effect, version: version, merchantId: merchantId)))
                 applied += 1
             case let .same(version, postingKeys):
                 rows.append((effect, version, postingKeys))
@@ -395,32 +379,98 @@ struct SettlementReportStore: Sendable {
                 rebooked += 1
             }
         }
-        _ = try conn.execute("""
-            INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
-                                            currency_code, credit_debit_indicator, format, batch_id, version, posting_keys)
-            SELECT $1, e.key, $2, e.kind, e.subject, e.amount, e.currency, e.indicator, $3, e.batch, e.version,
-                   string_to_array(e.posting_keys, ' ')
-              FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[],
-                          $11::int[], $12::text[])
-                   AS e(key, kind, subject, amount, currency, indicator, batch, version, posting_keys)
-            ON CONFLICT (merchant_id, effect_key) DO UPDATE
-               SET report_id = EXCLUDED.report_id, kind = EXCLUDED.kind, subject_id = EXCLUDED.subject_id,
-                   amount_minor = EXCLUDED.amount_minor, currency_code = EXCLUDED.currency_code,
-                   credit_debit_indicator = EXCLUDED.credit_debit_indicator, format = EXCLUDED.format,
-                   batch_id = EXCLUDED.batch_id, version = EXCLUDED.version, posting_keys = EXCLUDED.posting_keys,
-                   reversed_by = NULL
-            """, [merchantId, reportId, format,
-                  PGArray.text(rows.map(\.effect.key)),
-                  PGArray.text(rows.map(\.effect.kind.rawValue)),
-                  PGArray.text(rows.map { Self.subject(of: $0.effect) }),
-                  PGArray.text(rows.map { String($0.effect.amountMinor) }),
-                  PGArray.text(rows.map(\.effect.currencyCode)),
-                  PGArray.text(rows.map(\.effect.creditDebitIndicator)),
-                  PGArray.text(rows.map(\.effect.batchId)),
-                  PGArray.text(rows.map { String($0.version) }),
-                  PGArray.text(rows.map { $0.postingKeys.joined(separator: " ") })])
+        if !rows.isEmpty {
+            _ = try conn.execute(Self.rerecordEffects, Self.effectRowParameters(rows, merchantId: merchantId,
+                                                                                 reportId: reportId, format: format))
+        }
         return (actions, (applied, rebooked))
     }
+
+    /// A key's row as recorded before this chunk.
+    private struct StoredEffect {
+        let kind: String, amount: Int64, currency: String, indicator: String, subject: String?
+        let version: Int, postingKeys: [String], reversed: Bool
+    }
+
+    /// The recorded rows of `keys`, locked until the chunk commits.
+    private func storedEffects(_ keys: [String], merchantId: String,
+                               on conn: PostgresConnection) throws -> [String: StoredEffect] {
+        guard !keys.isEmpty else { return [:] }
+        var stored: [String: StoredEffect] = [:]
+        for row in try conn.query("""
+            SELECT effect_key, kind, amount_minor, currency_code, credit_debit_indicator, subject_id, version,
+                   array_to_string(posting_keys, ' ') AS posting_keys, reversed_by IS NOT NULL AS reversed
+              FROM settlement_effects WHERE merchant_id = $1 AND effect_key = ANY($2::text[])
+               FOR UPDATE
+            """, [merchantId, PGArray.text(keys)]).rows {
+            let keys: String = try row.decode("posting_keys")
+            stored[try row.decode("effect_key")] = StoredEffect(
+                kind: try row.decode("kind"), amount: try row.decode("amount_minor"), currency: try row.decode("currency_code"),
+                indicator: try row.decode("credit_debit_indicator"), subject: try row.decodeIfPresent("subject_id"),
+                version: try row.decode("version"), postingKeys: keys.split(separator: " ").map(String.init),
+                reversed: try row.decode("reversed"))
+        }
+        return stored
+    }
+
+    /// What a key recorded before does now: a reversed one is booked again at the next version; one with the
+    /// same content, or a status change (final in the finance store), stays; other content is rebooked.
+    private static func decide(_ effect: FinanceEffect, against old: StoredEffect) -> Claim {
+        let sameContent = old.kind == effect.kind.rawValue && old.amount == effect.amountMinor
+            && old.currency == effect.currencyCode && old.indicator == effect.creditDebitIndicator
+            && old.subject == subject(of: effect)
+        if old.reversed { return .book(version: old.version + 1) }
+        if sameContent || effect.kind == .bookPayment || effect.kind == .bookRefund || effect.kind == .refundReversal {
+            return .same(version: old.version, postingKeys: old.postingKeys)
+        }
+        return .rebook(version: old.version + 1, oldPostingKeys: old.postingKeys)
+    }
+
+    /// The columns of `settlement_effects` rows, one array parameter each ($4 to $12).
+    private static func effectRowParameters(_ rows: [(effect: FinanceEffect, version: Int, postingKeys: [String])],
+                                            merchantId: String, reportId: String, format: String) -> [any PostgresEncodable] {
+        [merchantId, reportId, format,
+         PGArray.text(rows.map(\.effect.key)),
+         PGArray.text(rows.map(\.effect.kind.rawValue)),
+         PGArray.text(rows.map { subject(of: $0.effect) }),
+         PGArray.text(rows.map { String($0.effect.amountMinor) }),
+         PGArray.text(rows.map(\.effect.currencyCode)),
+         PGArray.text(rows.map(\.effect.creditDebitIndicator)),
+         PGArray.text(rows.map(\.effect.batchId)),
+         PGArray.text(rows.map { String($0.version) }),
+         PGArray.text(rows.map { $0.postingKeys.joined(separator: " ") })]
+    }
+
+    /// Records the keys not recorded before (under the merchant's import lock no other writer adds one);
+    /// returns them.
+    private static let recordNewEffects: SQL = """
+        INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
+                                        currency_code, credit_debit_indicator, format, batch_id, version, posting_keys)
+        SELECT $1, e.key, $2, e.kind, e.subject, e.amount, e.currency, e.indicator, $3, e.batch, e.version,
+               string_to_array(e.posting_keys, ' ')
+          FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[],
+                      $11::int[], $12::text[])
+               AS e(key, kind, subject, amount, currency, indicator, batch, version, posting_keys)
+        ON CONFLICT (merchant_id, effect_key) DO NOTHING
+        RETURNING effect_key
+        """
+
+    /// Moves keys recorded before to this report at their decided version.
+    private static let rerecordEffects: SQL = """
+        INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
+                                        currency_code, credit_debit_indicator, format, batch_id, version, posting_keys)
+        SELECT $1, e.key, $2, e.kind, e.subject, e.amount, e.currency, e.indicator, $3, e.batch, e.version,
+               string_to_array(e.posting_keys, ' ')
+          FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[],
+                      $11::int[], $12::text[])
+               AS e(key, kind, subject, amount, currency, indicator, batch, version, posting_keys)
+        ON CONFLICT (merchant_id, effect_key) DO UPDATE
+           SET report_id = EXCLUDED.report_id, kind = EXCLUDED.kind, subject_id = EXCLUDED.subject_id,
+               amount_minor = EXCLUDED.amount_minor, currency_code = EXCLUDED.currency_code,
+               credit_debit_indicator = EXCLUDED.credit_debit_indicator, format = EXCLUDED.format,
+               batch_id = EXCLUDED.batch_id, version = EXCLUDED.version, posting_keys = EXCLUDED.posting_keys,
+               reversed_by = NULL
+        """
 
     /// The payment or refund an effect concerns, as `settlement_effects.subject_id` stores it.
     private static func subject(of effect: FinanceEffect) -> String? {
@@ -645,24 +695,34 @@ struct SettlementReportStore: Sendable {
     /// joined by the unit separator, then the record separator (neither can change a field's meaning
     /// here). The bytes must never change: stored batch digests are compared with new ones.
     static func appendCanonicalContent(_ line: SettlementLine, to bytes: inout [UInt8]) {
-        func part(_ text: String) {
-            bytes.append(contentsOf: text.utf8)
-            bytes.append(0x1F)
+        let strings = line.naturalKey.utf8.count + line.type.rawValue.utf8.count + line.journalType.utf8.count
+            + (line.paymentId?.utf8.count ?? 0) + (line.refundId?.utf8.count ?? 0)
+            + (line.processorReference?.utf8.count ?? 0) + (line.paymentMethodVariant?.utf8.count ?? 0)
+            + line.currencyCode.utf8.count + line.netCurrencyCode.utf8.count
+        // 13 separators, the date and three numbers of at most 20 bytes.
+        bytes.appendReserved(room: strings + 13 + 10 + 3 * 20) { out in
+            func part(_ text: String) {
+                out.put(utf8: text)
+                out.put(0x1F)
+            }
+            part(line.naturalKey)
+            out.putDate(line.settlementDate)
+            out.put(0x1F)
+            part(line.type.rawValue)
+            part(line.journalType)
+            part(line.paymentId ?? "")
+            part(line.refundId ?? "")
+            part(line.processorReference ?? "")
+            part(line.paymentMethodVariant ?? "")
+            part(line.currencyCode)
+            out.putDecimal(line.grossMinor)
+            out.put(0x1F)
+            part(line.netCurrencyCode)
+            out.putDecimal(line.feeMinor)
+            out.put(0x1F)
+            out.putDecimal(line.netMinor)
+            out.put(0x1E)
         }
-        part(line.naturalKey)
-        part(line.settlementDate.description)
-        part(line.type.rawValue)
-        part(line.journalType)
-        part(line.paymentId ?? "")
-        part(line.refundId ?? "")
-        part(line.processorReference ?? "")
-        part(line.paymentMethodVariant ?? "")
-        part(line.currencyCode)
-        part(String(line.grossMinor))
-        part(line.netCurrencyCode)
-        part(String(line.feeMinor))
-        bytes.append(contentsOf: String(line.netMinor).utf8)
-        bytes.append(0x1E)
     }
 
     /// `sr_` + 24 lowercase alphanumerics from the CSPRNG (rejection sampling keeps it uniform).
@@ -685,8 +745,9 @@ struct BatchRevisionDiff: Codable {
 
 /// Groups items into per-category chunks of `SettlementReportStore.chunkItems` and inserts each chunk
 /// when full (and the partial last ones at `finish`), numbering items with dense ordinals.
-private struct ItemChunkWriter {
-    private struct Pending {
+struct ItemChunkWriter {
+    /// One category's chunk being filled.
+    struct Pending {
         var json = RowJSON(capacity: 256 * 1024)
         var count = 0
         var chunk = 0
@@ -708,6 +769,15 @@ private struct ItemChunkWriter {
 
     /// `lines.lines[i]` is the line of `items[i]` while lines last: every line yields exactly one item.
     mutating func add(items: [ReconciliationItem], lines: ParsedBatch, on conn: PostgresConnection) throws {
+        let reportId = reportId
+        try add(items: items, lines: lines) { category, chunk in
+            try Self.write(category, chunk, reportId: reportId, on: conn)
+        }
+    }
+
+    /// As `add(items:lines:on:)`, handing each full chunk to `write` (`tender bench reconcile` drops them).
+    mutating func add(items: [ReconciliationItem], lines: ParsedBatch,
+                      write: (ReconciliationCategory, Pending) throws -> Void) throws {
         for index in items.indices {
             let item = items[index]
             ordinal += 1
@@ -730,7 +800,7 @@ private struct ItemChunkWriter {
             pending[slot].json.endObject()
             pending[slot].json.newline()
             if pending[slot].count == SettlementReportStore.chunkItems {
-                try write(item.category, pending[slot], on: conn)
+                try write(item.category, pending[slot])
                 pending[slot].json.removeAll()
                 pending[slot].count = 0
                 pending[slot].chunk += 1
@@ -741,13 +811,14 @@ private struct ItemChunkWriter {
     /// Writes every partial chunk left.
     mutating func finish(on conn: PostgresConnection) throws {
         for (slot, category) in Self.categories.enumerated() where pending[slot].count > 0 {
-            try write(category, pending[slot], on: conn)
+            try Self.write(category, pending[slot], reportId: reportId, on: conn)
             pending[slot].json.removeAll()
             pending[slot].count = 0
         }
     }
 
-    private func write(_ category: ReconciliationCategory, _ chunk: Pending, on conn: PostgresConnection) throws {
+    private static func write(_ category: ReconciliationCategory, _ chunk: Pending, reportId: String,
+                              on conn: PostgresConnection) throws {
         _ = try conn.execute("""
             INSERT INTO settlement_item_chunks (report_id, category, chunk, first_ordinal, last_ordinal, item_count,
                                                 items, effects_pending)

@@ -186,6 +186,67 @@ struct FinanceShellTests {
         }
     }
 
+    /// migrations/0024: the foreign keys of postings (to merchants) and FinanceKit transactions (to their
+    /// posting and account) are checked once per statement; a dangling row is refused with the foreign
+    /// key's SQLSTATE (23503), and what a transaction points at can neither go away nor be re-pointed.
+    @Test func statementChecksRefuseDanglingPostingsAndTransactions() throws {
+        let s = try FinanceTestServer(prefix: "fin_stmt24")
+        defer { s.stop() }
+        let (merchant, _) = try s.merchant()
+        try s.record([Events.paid("pay_1", 1_000)], merchant: merchant)
+        let account = FinanceTestServer.settlementAccountID(merchant: merchant).description
+        let posting: SQL = """
+            INSERT INTO finance_postings (merchant_id, posting_key, transaction_type, transaction_date, status,
+                description, original_description, fingerprint)
+            VALUES ($1, 'manual:3', 'adjustment', now(), 'booked', 'x', 'x', $2)
+            """
+        let transaction: SQL = """
+            INSERT INTO finance_transaction (merchant_id, id, account_id, posting_key, status, transaction_type,
+                credit_debit_indicator, transaction_date, amount_minor, currency_code, payload)
+            VALUES ($1, gen_random_uuid(), $2::uuid, $3, 'booked', 'adjustment', 'credit', now(), 5, 'USD', '{}')
+            """
+        let fingerprint = [UInt8](repeating: 0, count: 32)
+        let cases: [(name: String, run: (PostgresConnection) throws -> Void)] = [
+            ("posting of an unknown merchant", { conn in _ = try conn.execute(posting, ["merchant.nobody", fingerprint]) }),
+            ("transaction without its posting", { conn in _ = try conn.execute(transaction, [merchant, account, "manual:none"]) }),
+            ("transaction on an unknown account", { conn in
+                _ = try conn.execute(transaction, [merchant, "00000000-0000-0000-0000-000000000001", "payment:pay_1"])
+            }),
+        ]
+        for row in cases {
+            do {
+                try s.pool.transaction { conn in try row.run(conn) }
+                Issue.record("\(row.name) must not commit")
+            } catch let error as PostgresError {
+                #expect(error.sqlState == "23503", "\(row.name)")
+            }
+        }
+        // The valid forms commit.
+        try s.pool.transaction { conn in
+            _ = try conn.execute(posting, [merchant, fingerprint])
+            _ = try conn.execute(transaction, [merchant, account, "manual:3"])
+        }
+        let refusals: [(name: String, sql: SQL)] = [
+            ("account deleted", "DELETE FROM finance_account WHERE merchant_id = $1"),
+            ("account re-keyed", "UPDATE finance_account SET id = gen_random_uuid() WHERE merchant_id = $1"),
+            ("transaction re-pointed at another posting",
+             "UPDATE finance_transaction SET posting_key = 'manual:3' WHERE merchant_id = $1 AND posting_key = 'payment:pay_1'"),
+            ("transaction moved to another account",
+             "UPDATE finance_transaction SET account_id = gen_random_uuid() WHERE merchant_id = $1"),
+        ]
+        for row in refusals {
+            do {
+                _ = try s.pool.execute(row.sql, [merchant])
+                Issue.record("\(row.name) must be refused")
+            } catch let error as PostgresError {
+                #expect(error.sqlState == "23514", "\(row.name)")
+            }
+        }
+        // A status change (what the recorder rewrites) is still allowed.
+        #expect(try s.pool.execute("UPDATE finance_transaction SET status = 'booked' WHERE merchant_id = $1 AND posting_key = $2",
+                                   [merchant, "payment:pay_1"]) == 1)
+    }
+
     // MARK: History correctness
 
     @Test func outOfOrderCommitsWithKilledReaderLoseNothing() throws {
