@@ -42,7 +42,7 @@ enum EventOutbox {
         let eventId = PrefixedIdentifier.event.mint(randomBytes: SecureRandom.bytes)
         let envelope = EventEnvelope(id: eventId, type: type.rawValue, createdAt: RFC3339.string(from: now),
                                      data: .init(object: object))
-        let body = try JSONCoding.encoder.encode(envelope)
+        let body = try JSONBytesEncoder.bytes(envelope)  // JSONCoding.encoder's bytes, without Foundation's boxing
         precondition(body.count <= bodyBytesMax, "an event body outgrew its limit")
         // One round trip: the row, and the notification that wakes delivery on any node at commit (a NOTIFY
         // inside a transaction is sent only if it commits).

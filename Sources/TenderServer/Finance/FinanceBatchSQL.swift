@@ -1,46 +1,62 @@
 import Crypto
 import FinanceStore
 import HTTPServer
+import Money
 import Postgres
 
-/// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the stored
-/// postings, one rewrite of the moved ones, one write of everything new and of the balances, one write
-/// of the change log. Every column of a multi-row
+/// The statements of `FinanceRecorder.apply`, each with its row decoding: one read of the merchant and
+/// the stored postings, one rewrite of the moved ones, one write of everything new, of the balances and of
+/// the change log. Every column of a multi-row
 /// write is one array parameter (`PGArray.text`) expanded by `unnest`, so the number of round trips
 /// does not depend on the number of events.
 enum FinanceBatchSQL {
-    /// Round trip 2: the postings among `keys` that are already stored, with their legs, each locked
-    /// `FOR UPDATE` (a status change reads, then rewrites it) in the order of `keys` (sorted here, so two
-    /// batches lock shared postings in the same order), with its row id for the rewrite.
+    /// What the first round trip reads: the merchant's name (nil: no such merchant), the change-log epoch
+    /// (nil: its row is missing) and the stored postings.
+    struct OpeningRead {
+        let merchantName: String?
+        let epoch: Int?
+        let stored: [String: FinanceBatchPlan.StoredPosting]
+    }
+
+    /// Round trip 1, one statement: the merchant's name and the change-log epoch, and the postings among
+    /// `keys` that are already stored, with their legs, each locked `FOR UPDATE` (a status change reads,
+    /// then rewrites it) in the order of `keys` (sorted here, so two batches lock shared postings in the
+    /// same order), with its row id for the rewrite. With no keys it reads the merchant and the epoch only.
     ///
     /// Each key is looked up on its own, through the primary key (the LATERAL subqueries cannot be
     /// flattened into joins): planner statistics that still think a new merchant has no rows (the state
     /// after its first busy day) then cannot turn the lookup into a scan of all the merchant's rows per key.
-    static func storedPostings(_ keys: [String], merchantId: String,
-                               on conn: PostgresConnection) throws -> [String: FinanceBatchPlan.StoredPosting] {
+    static func openingRead(_ keys: [String], merchantId: String, on conn: PostgresConnection) throws -> OpeningRead {
         let result = try conn.query("""
-            SELECT s.*, e.side, e.amount_minor, a.account_key, a.ledger_class, a.currency_code, a.exposed,
-                   a.display_name, a.institution_name
-              FROM unnest($2::text[]) WITH ORDINALITY AS k(posting_key, ord)
-             CROSS JOIN LATERAL (
-                   SELECT f.ctid::text AS row_id, f.posting_key, f.transaction_type,
+            SELECT m.display_name AS merchant_name, (SELECT epoch FROM finance_epoch) AS epoch, s.*, e.side,
+                   e.amount_minor, a.account_key, a.ledger_class, a.currency_code, a.exposed, a.display_name,
+                   a.institution_name
+              FROM merchants m
+              LEFT JOIN LATERAL (
+                   SELECT k.ord, f.ctid::text AS row_id, f.posting_key, f.transaction_type,
                           extract(epoch FROM f.transaction_date)::bigint AS transaction_date, f.status,
                           extract(epoch FROM f.posted_date)::bigint AS posted_date, f.description,
                           f.original_description, f.fingerprint
-                     FROM finance_postings f
-                    WHERE f.merchant_id = $1 AND f.posting_key = k.posting_key
-                      FOR UPDATE) s
+                     FROM unnest($2::text[]) WITH ORDINALITY AS k(posting_key, ord)
+                    CROSS JOIN LATERAL (
+                          SELECT f.ctid, f.* FROM finance_postings f
+                           WHERE f.merchant_id = $1 AND f.posting_key = k.posting_key
+                             FOR UPDATE) f
+                   OFFSET 0) s ON true
               LEFT JOIN LATERAL (
                    SELECT x.leg, x.side, x.amount_minor, x.account_key FROM finance_entries x
                     WHERE x.merchant_id = $1 AND x.posting_key = s.posting_key
                     ORDER BY x.leg
                    OFFSET 0) e ON true
               LEFT JOIN finance_ledger_accounts a ON a.merchant_id = $1 AND a.account_key = e.account_key
-             ORDER BY k.ord, e.leg
+             WHERE m.merchant_id = $1
+             ORDER BY s.ord, e.leg
             """, [merchantId, PGArray.text(keys.sorted())])
+        guard let first = result.rows.first else { return OpeningRead(merchantName: nil, epoch: nil, stored: [:]) }
         var stored: [String: FinanceBatchPlan.StoredPosting] = [:]
         var index = 0
-        let rows = result.rows
+        // A merchant without stored postings among the keys is one row without a posting.
+        let rows = try first.decodeIfPresent("posting_key", as: String.self) == nil ? [] : result.rows
         while index < rows.count {
             let head = rows[index]
             let key: String = try head.decode("posting_key")
@@ -72,10 +88,11 @@ enum FinanceBatchSQL {
             stored[key] = FinanceBatchPlan.StoredPosting(rowID: try head.decode("row_id"),
                                                          fingerprint: try head.decode("fingerprint"), posting: posting)
         }
-        return stored
+        return OpeningRead(merchantName: try first.decodeIfPresent("merchant_name"), epoch: try first.decodeIfPresent("epoch"),
+                           stored: stored)
     }
 
-    /// Round trips 3 to 5: writes `plan` and logs every changed entity.
+    /// Round trips 2 and 3: writes `plan` and logs every changed entity.
     static func write(_ plan: FinanceBatchPlan, merchantId: String, epoch: UInt32, asOf: FinanceTimestamp,
                       on conn: PostgresConnection) throws {
         // Each changed transaction is encoded once: the same JSON goes to its row and to its entity.
@@ -88,29 +105,19 @@ enum FinanceBatchSQL {
         if !moved.isEmpty {
             try writeMoves(moved, transactions: transactions.filter { !$0.isNew }, merchantId: merchantId, on: conn)
         }
+        // The change log is written by the same statement (`insertsStatement`): the created accounts' rows
+        // (only the statement knows which it created), every changed transaction's, and every touched
+        // balance's (an insert when its account was created, else an update). A balance's JSON is not
+        // stored: `finance_entity` builds it from the shards' sum when read (migrations/0022).
+        let changes = transactions.map { row in
+            Change(scopeKind: "transactions", scopeID: row.transaction.accountID, entityID: row.transaction.id,
+                   op: row.isNew ? .insert : .update, payload: row.payload)
+        }
         let written = try writeInserts(plan, transactions: transactions.filter(\.isNew), accountViews: accountViews,
-                                       merchantId: merchantId, on: conn)
-
-        var changes: [Change] = []
-        for (view, payload) in accountViews where written.createdAccounts.contains(view.id) {
-            changes.append(Change(scopeKind: "accounts", scopeID: nil, entityID: view.id, op: .insert, payload: payload))
+                                       changes: changes, epoch: epoch, asOf: asOf, merchantId: merchantId, on: conn)
+        for (accountID, _) in plan.balanceChanges where !written.balances.contains(accountID) {
+            throw FinanceError(.changeLogInvalid, detail: "balance row missing")
         }
-        for row in transactions {
-            changes.append(Change(scopeKind: "transactions", scopeID: row.transaction.accountID,
-                                  entityID: row.transaction.id, op: row.isNew ? .insert : .update, payload: row.payload))
-        }
-        for (accountID, delta) in plan.balanceChanges {
-            guard let values = written.balances[accountID] else {
-                throw FinanceError(.changeLogInvalid, detail: "balance row missing")
-            }
-            let balance = try accountBalance(accountID: accountID, currency: delta.currencyCode,
-                                             booked: values.booked, available: values.available,
-                                             asOf: asOf, identity: plan.context.identity)
-            changes.append(Change(scopeKind: "account_balances", scopeID: accountID, entityID: balance.id,
-                                  op: written.createdAccounts.contains(accountID) ? .insert : .update,
-                                  payload: try json(balance)))
-        }
-        try log(changes, merchantId: merchantId, epoch: epoch, on: conn)
     }
 
     /// A changed FinanceKit transaction in its final state, with its JSON.
@@ -122,20 +129,21 @@ enum FinanceBatchSQL {
         let payload: String
     }
 
-    /// One `finance_entity` upsert and `finance_change` row; the plan yields each entity once.
+    /// One changed transaction's `finance_change` row and `finance_entity_stored` upsert; the plan yields
+    /// each entity once.
     struct Change {
         let scopeKind: String
-        let scopeID: FinanceID?
+        let scopeID: FinanceID
         let entityID: FinanceID
         let op: ChangeOperation
         let payload: String
     }
 
-    /// Round trip 3 (only when the batch moves postings stored before it), one statement: rewrites their
+    /// Round trip 2 (only when the batch moves postings stored before it), one statement: rewrites their
     /// status and their transactions to the final state.
     ///
     /// Rewrites go by row id (`ctid`), never through a join the planner may turn into a scan of the
-    /// merchant's rows when its statistics are stale: a posting by the id round trip 2 read under lock;
+    /// merchant's rows when its statistics are stale: a posting by the id round trip 1 read under lock;
     /// a transaction by a per-row lookup (LATERAL, not flattened) that names a column of every index of
     /// `finance_transaction` besides `merchant_id`, so that any index the planner picks finds the one row.
     private static func writeMoves(_ moved: [(rowID: String, posting: Posting)], transactions: [TransactionRow],
@@ -175,7 +183,7 @@ enum FinanceBatchSQL {
                   PGArray.text(transactions.map(\.payload))]).first else {
             throw FinanceError(.changeLogInvalid, detail: "move returned nothing")
         }
-        // Every row was read under lock in round trip 2 (or belongs to a posting that was): all must be there.
+        // Every row was read under lock in round trip 1 (or belongs to a posting that was): all must be there.
         guard try counts.decode("postings", as: Int.self) == moved.count,
               try counts.decode("transactions", as: Int.self) == transactions.count else {
             throw FinanceError(.changeLogInvalid, detail: "a moved posting or transaction was not rewritten")
@@ -213,15 +221,18 @@ enum FinanceBatchSQL {
                  WHERE v.id IN (SELECT account_id FROM acc)
                 RETURNING 1),
             bal AS (
-                INSERT INTO finance_balance (merchant_id, account_id, currency_code, booked_minor, available_minor)
-                SELECT $1, b.account_id, b.currency_code, b.booked, b.available
-                  FROM unnest($28::uuid[], $29::text[], $30::bigint[], $31::bigint[])
-                       WITH ORDINALITY AS b(account_id, currency_code, booked, available, ord)
+                INSERT INTO finance_balance_shard AS s (merchant_id, account_id, shard, balance_id, currency_code,
+                                                        minor_digits, booked_minor, available_minor, as_of_seconds)
+                SELECT $1, b.account_id, (pg_current_xact_id()::text::bigint % 64)::smallint, b.balance_id,
+                       b.currency_code, b.digits, b.booked, b.available, $46
+                  FROM unnest($28::uuid[], $29::text[], $30::bigint[], $31::bigint[], $44::uuid[], $45::smallint[])
+                       WITH ORDINALITY AS b(account_id, currency_code, booked, available, balance_id, digits, ord)
                  ORDER BY b.ord
-                ON CONFLICT (merchant_id, account_id) DO UPDATE
-                   SET booked_minor = finance_balance.booked_minor + EXCLUDED.booked_minor,
-                       available_minor = finance_balance.available_minor + EXCLUDED.available_minor
-                RETURNING account_id, booked_minor, available_minor),
+                ON CONFLICT (merchant_id, account_id, shard) DO UPDATE
+                   SET booked_minor = s.booked_minor + EXCLUDED.booked_minor,
+                       available_minor = s.available_minor + EXCLUDED.available_minor,
+                       as_of_seconds = greatest(s.as_of_seconds, EXCLUDED.as_of_seconds)
+                RETURNING account_id),
             new_transactions AS (
                 INSERT INTO finance_transaction (merchant_id, id, account_id, posting_key, status, transaction_type,
                     credit_debit_indicator, merchant_category_code, transaction_date, posted_date, amount_minor,
@@ -229,23 +240,49 @@ enum FinanceBatchSQL {
                 SELECT $1, t.* FROM unnest($32::uuid[], $33::uuid[], $34::text[], $35::text[], $36::text[], $37::text[],
                                            $38::smallint[], $39::timestamptz[], $40::timestamptz[], $41::bigint[],
                                            $42::text[], $43::jsonb[]) AS t
+                RETURNING 1),
+            changes AS (
+                SELECT 0 AS grp, v.ord, 'accounts'::text AS scope_kind, '00000000-0000-0000-0000-000000000000'::uuid AS scope_id,
+                       v.id AS entity_id, 'insert'::text AS op, v.payload
+                  FROM unnest($23::uuid[], $27::jsonb[]) WITH ORDINALITY AS v(id, payload, ord)
+                 WHERE v.id IN (SELECT account_id FROM acc)
+                UNION ALL
+                SELECT 1, c.ord, c.scope_kind, c.scope_id, c.entity_id, c.op, c.payload
+                  FROM unnest($47::text[], $48::uuid[], $49::uuid[], $50::text[], $51::jsonb[])
+                       WITH ORDINALITY AS c(scope_kind, scope_id, entity_id, op, payload, ord)
+                UNION ALL
+                SELECT 2, b.ord, 'account_balances', b.account_id, b.balance_id,
+                       CASE WHEN b.account_id IN (SELECT account_id FROM acc) THEN 'insert' ELSE 'update' END, NULL::jsonb
+                  FROM unnest($28::uuid[], $44::uuid[]) WITH ORDINALITY AS b(account_id, balance_id, ord)),
+            ent AS (
+                INSERT INTO finance_entity_stored (merchant_id, scope_kind, scope_id, entity_id, payload)
+                SELECT $1, scope_kind, scope_id, entity_id, payload FROM changes WHERE payload IS NOT NULL ORDER BY grp, ord
+                ON CONFLICT (merchant_id, scope_kind, entity_id)
+                DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
+                RETURNING 1),
+            chg AS (
+                INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
+                SELECT $1, scope_kind, scope_id, $52, op, entity_id FROM changes ORDER BY grp, ord
                 RETURNING 1)
             SELECT 'account' AS kind, account_id::text AS account_id, NULL::bigint AS booked_minor,
                    NULL::bigint AS available_minor
               FROM acc
             UNION ALL
-            SELECT 'balance', account_id::text, booked_minor, available_minor FROM bal
+            SELECT 'balance', account_id::text, NULL, NULL FROM bal
         """
 
-    /// Round trip 4, one statement: creates the ledger accounts on first use (a FinanceKit account and
+    /// Round trip 3, one statement: creates the ledger accounts on first use (a FinanceKit account and
     /// balance only for the exposed ones this statement creates: a concurrent first use keeps its own,
     /// issue 6 item 2 "created on first use"), inserts the new postings in their final state with their
     /// legs and transactions, and adds the balance deltas in account-id order (a fixed lock order, so
-    /// writers cannot deadlock). Returns the accounts created and every touched balance after the change.
+    /// writers cannot deadlock), each to the shard row its transaction id chooses (one of 64 per account,
+    /// migrations/0022: concurrent writers of one account almost never wait on each other, and the shard's
+    /// row lock keeps each sum exact), then stores the JSON of every changed account and transaction and
+    /// appends the change log (`write`). Returns the accounts created and the accounts whose balance it wrote.
     private static func writeInserts(
         _ plan: FinanceBatchPlan, transactions: [TransactionRow], accountViews: [(view: Account, payload: String)],
-        merchantId: String, on conn: PostgresConnection
-    ) throws -> (createdAccounts: Set<FinanceID>, balances: [FinanceID: (booked: Int64, available: Int64)]) {
+        changes: [Change], epoch: UInt32, asOf: FinanceTimestamp, merchantId: String, on conn: PostgresConnection
+    ) throws -> (createdAccounts: Set<FinanceID>, balances: Set<FinanceID>) {
         let identity = plan.context.identity
         // Key order: two batches creating the same accounts wait on each other's keys in one order.
         let accounts = plan.ledgerAccounts.sorted { $0.key < $1.key }
@@ -296,46 +333,34 @@ enum FinanceBatchSQL {
                   PGArray.text(transactions.map { $0.transaction.postedDate?.description }),
                   PGArray.text(transactions.map { String($0.transaction.transactionAmount.amountMinor) }),
                   PGArray.text(transactions.map(\.transaction.transactionAmount.currencyCode)),
-                  PGArray.text(transactions.map(\.payload))])
+                  PGArray.text(transactions.map(\.payload)),
+                  PGArray.text(balances.map { FinanceBalances.balanceID(of: $0.accountID, identity: identity).description }),
+                  PGArray.text(try balances.map { String(try minorDigits($0.delta.currencyCode)) }),
+                  asOf.secondsSinceEpoch,
+                  PGArray.text(changes.map(\.scopeKind)),
+                  PGArray.text(changes.map(\.scopeID.description)),
+                  PGArray.text(changes.map(\.entityID.description)),
+                  PGArray.text(changes.map(\.op.rawValue)),
+                  PGArray.text(changes.map(\.payload)),
+                  Int(epoch)])
         var created = Set<FinanceID>()
-        var stored: [FinanceID: (booked: Int64, available: Int64)] = [:]
+        var stored = Set<FinanceID>()
         for row in result.rows {
             let id = try FinanceID(parsing: try row.decode("account_id"))
             if try row.decode("kind", as: String.self) == "account" {
                 created.insert(id)
             } else {
-                stored[id] = (try row.decode("booked_minor"), try row.decode("available_minor"))
+                stored.insert(id)
             }
         }
         return (created, stored)
     }
 
-    /// Round trip 5, one statement: upserts every changed entity and appends its change row; the feed
-    /// writer (FinanceFeedIngest) reads the row at commit and wakes monitoring streams once it is fed.
-    private static func log(_ changes: [Change], merchantId: String, epoch: UInt32, on conn: PostgresConnection) throws {
-        let nilUUID = "00000000-0000-0000-0000-000000000000"
-        _ = try conn.query("""
-            WITH input AS (
-                SELECT * FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::jsonb[])
-                       WITH ORDINALITY AS c(scope_kind, scope_id, entity_id, op, payload, ord)),
-            ent AS (
-                INSERT INTO finance_entity (merchant_id, scope_kind, scope_id, entity_id, payload)
-                SELECT $1, scope_kind, scope_id, entity_id, payload FROM input ORDER BY ord
-                ON CONFLICT (merchant_id, scope_kind, entity_id)
-                DO UPDATE SET payload = EXCLUDED.payload, scope_id = EXCLUDED.scope_id
-                RETURNING 1),
-            chg AS (
-                INSERT INTO finance_change (merchant_id, scope_kind, scope_id, epoch, op, entity_id)
-                SELECT $1, scope_kind, scope_id, $7, op, entity_id FROM input ORDER BY ord
-                RETURNING 1)
-            SELECT (SELECT count(*) FROM ent) + (SELECT count(*) FROM chg) AS n
-            """, [merchantId,
-                  PGArray.text(changes.map(\.scopeKind)),
-                  PGArray.text(changes.map { $0.scopeID?.description ?? nilUUID }),
-                  PGArray.text(changes.map(\.entityID.description)),
-                  PGArray.text(changes.map(\.op.rawValue)),
-                  PGArray.text(changes.map(\.payload)),
-                  Int(epoch)])
+    /// The currency's minor digits, stored with each balance shard so that reads can format its amounts.
+    static func minorDigits(_ currencyCode: String) throws -> Int {
+        do { return try Currency(code: currencyCode).minorUnits } catch {
+            throw FinanceError(.currencyUnknown, field: "currencyCode", detail: String(currencyCode.prefix(8)))
+        }
     }
 
     static func accountBalance(accountID: FinanceID, currency: String, booked: Int64, available: Int64,

@@ -7,8 +7,9 @@ import Postgres
 /// (issue 6 item 2: "in the same database transaction as the payment outcome").
 ///
 /// Per event it writes the posting and its legs, the FinanceKit views (accounts created on first use,
-/// transactions, balances), one `finance_entity` upsert and one `finance_change` row per changed entity
-/// (ChangeFeedSQL); the feed writer numbers those rows in commit order and wakes monitoring streams.
+/// transactions, balance shards), one `finance_entity_stored` upsert per changed account or transaction (a
+/// balance's JSON is built from its shards when read, migrations/0022) and one `finance_change` row per
+/// changed entity (ChangeFeedSQL); the feed writer numbers those rows in commit order and wakes monitoring streams.
 /// Re-applying an event is a no-op; the same event id with other content is `event_conflict`.
 ///
 /// One event and a list of events take the same path (`apply(_:merchantId:on:now:missingPostings:)`):
@@ -43,16 +44,15 @@ public struct FinanceRecorder: Sendable {
     }
 
     /// Applies `events` in order for `merchantId` on `conn` (inside the caller's transaction), leaving
-    /// exactly the rows that applying them one by one would leave, in at most five round trips:
-    /// 1. the merchant's name and the change-log epoch;
-    /// 2. the stored postings the events name, locked `FOR UPDATE` in key order, with their legs
-    ///    (skipped when no event has a ledger effect);
-    /// 3. the status changes of stored postings and their transactions (only when there are some);
-    /// 4. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, and the
-    ///    balances (in account-id order, the lock order of every writer);
-    /// 5. one `finance_entity` upsert and one `finance_change` row per changed entity.
-    /// Round trips 3 to 5 are skipped when nothing changes (every event a replay); a payment (one new
-    /// posting) takes four.
+    /// exactly the rows that applying them one by one would leave, in at most three round trips:
+    /// 1. the merchant's name and the change-log epoch, with the stored postings the events name, locked
+    ///    `FOR UPDATE` in key order, with their legs (one statement);
+    /// 2. the status changes of stored postings and their transactions (only when there are some);
+    /// 3. ledger accounts, new postings with their legs and transactions, FinanceKit accounts, the
+    ///    balances (in account-id order, the lock order of every writer), the stored JSON of every changed
+    ///    account and transaction, and one `finance_change` row per changed entity (balances included).
+    /// Round trips 2 and 3 are skipped when nothing changes (every event a replay); a payment (one new
+    /// posting) takes two.
     ///
     /// The change log gets one row per changed entity per call: a transaction created and moved by the
     /// same call is one `insert` with its final state, one moved twice is one `update`, and each touched
@@ -72,26 +72,28 @@ public struct FinanceRecorder: Sendable {
             throw FinanceError(.eventInvalid, field: "events", detail: "more than \(batchEventsMax) events in one batch")
         }
         guard !events.isEmpty else { return FinanceBatchOutcome() }
-        // Round trip 1. This runs inside every payment's outcome transaction, so each round trip here
-        // lengthens the payment too.
-        guard let row = try conn.query("""
-            SELECT m.display_name, (SELECT epoch FROM finance_epoch) AS epoch FROM merchants m WHERE m.merchant_id = $1
-            """, [merchantId]).first else {
-            throw FinanceError(.eventInvalid, field: "merchantId", detail: "unknown merchant")
-        }
-        let context = FinanceContext(identity: FinanceStoreIdentity.identity(merchantId),
-                                     merchantName: try row.decode("display_name"), limits: limits)
+        // An event's ledger effect, and so the posting keys it names, depend on the context's limits only
+        // (FinanceMapping.effect), not on the merchant's name: the keys are known before the first read,
+        // which then reads the merchant and the stored postings in one statement.
+        let identity = FinanceStoreIdentity.identity(merchantId)
         var effects: [LedgerEffect] = []
         effects.reserveCapacity(events.count)
-        for event in events { effects.append(try FinanceMapping.effect(of: event, context: context)) }
+        let unnamed = FinanceContext(identity: identity, merchantName: "", limits: limits)
+        for event in events { effects.append(try FinanceMapping.effect(of: event, context: unnamed)) }
         let keys = FinanceBatchPlan.postingKeys(of: effects)
+        // Round trip 1. This runs inside every payment's outcome transaction, so each round trip here
+        // lengthens the payment too.
+        let opening = try FinanceBatchSQL.openingRead(keys, merchantId: merchantId, on: conn)
+        guard let merchantName = opening.merchantName else {
+            throw FinanceError(.eventInvalid, field: "merchantId", detail: "unknown merchant")
+        }
         if keys.isEmpty { return FinanceBatchOutcome(withoutEffect: events.count) }
-        guard let storedEpoch: Int = try row.decodeIfPresent("epoch"), let epoch = UInt32(exactly: storedEpoch) else {
+        guard let storedEpoch = opening.epoch, let epoch = UInt32(exactly: storedEpoch) else {
             throw FinanceError(.changeLogInvalid, detail: "finance_epoch row missing")
         }
+        let context = FinanceContext(identity: identity, merchantName: merchantName, limits: limits)
 
-        var plan = FinanceBatchPlan(context: context,
-                                    stored: try FinanceBatchSQL.storedPostings(keys, merchantId: merchantId, on: conn))
+        var plan = FinanceBatchPlan(context: context, stored: opening.stored)
         for effect in effects { try plan.apply(effect, missingPostings: missingPostings) }
         guard plan.hasChanges else { return plan.outcome }
         let asOf = FinanceTimestamp(secondsSinceEpoch: Int64(now.timeIntervalSince1970.rounded(.down)))
