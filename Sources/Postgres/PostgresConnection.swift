@@ -39,6 +39,10 @@ public final class PostgresConnection {
     private var pendingBegin: [String]?
     /// Set by `sendPipeline` when a BEGIN command (not the statement) failed.
     private var pipelineBeginFailed = false
+    /// Notifications to send once the open transaction commits (`notifyAfterCommit`), in order, no repeats.
+    private var notificationsAfterCommit: [PostgresNotification] = []
+    /// Most notifications one transaction queues; more are dropped (they are wake-ups, and one suffices).
+    static let notificationsAfterCommitMax = 16
 
     /// Highest parameter count the protocol allows (Bind message uses an Int16 count).
     public static let parametersMax = 65_535
@@ -114,6 +118,7 @@ public final class PostgresConnection {
         reusedFromIdle = reused
         statementsThisCheckout = 0
         pendingBegin = nil
+        notificationsAfterCommit.removeAll()
     }
 
     /// Cheap checkout validation: the session must be idle, and its socket must have nothing to read.
@@ -132,6 +137,7 @@ public final class PostgresConnection {
     /// Brings the session back to idle before it returns to the pool; false means discard it.
     func resetForReuse() -> Bool {
         pendingBegin = nil  // a transaction that sent nothing left nothing to end
+        notificationsAfterCommit.removeAll()
         if isBroken || PQstatus(handle) != CONNECTION_OK { return false }
         switch PQtransactionStatus(handle) {
         case PQTRANS_IDLE:
@@ -199,8 +205,59 @@ public final class PostgresConnection {
     func commit() throws(PostgresError) {
         if pendingBegin != nil {
             pendingBegin = nil  // the transaction never reached the server: nothing to commit
+            notificationsAfterCommit.removeAll()
             return
         }
+        try commitStatement()
+        sendNotificationsAfterCommit()
+    }
+
+    /// Queues `pg_notify(channel, payload)` for after the open transaction commits; dropped if it rolls back.
+    ///
+    /// A NOTIFY inside a transaction makes its COMMIT take PostgreSQL's one cluster-wide notify-queue lock and
+    /// hold it through the WAL flush, so every notifying commit waits for the one before it: no group commit.
+    /// Sent after COMMIT, in a transaction of its own with `synchronous_commit = off` (it changes no data),
+    /// the lock is held for microseconds. For wake-ups only: a notification lost with a crash in between must
+    /// cost latency, never correctness (its listeners also poll).
+    /// Outside a transaction it is sent at once.
+    public func notifyAfterCommit(channel: String, payload: String) {
+        let notification = PostgresNotification(channel: channel, payload: payload)
+        guard notificationsAfterCommit.count < Self.notificationsAfterCommitMax,
+              !notificationsAfterCommit.contains(notification) else { return }
+        notificationsAfterCommit.append(notification)
+        if pendingBegin == nil && PQtransactionStatus(handle) == PQTRANS_IDLE { sendNotificationsAfterCommit() }
+    }
+
+    /// One round trip for all queued notifications; a failure only loses the wake-ups (or the session).
+    private func sendNotificationsAfterCommit() {
+        guard !notificationsAfterCommit.isEmpty else { return }
+        let queued = notificationsAfterCommit
+        notificationsAfterCommit.removeAll()
+        guard !isBroken, PQtransactionStatus(handle) == PQTRANS_IDLE else { return }
+        let calls = queued.compactMap { notification -> String? in
+            guard let channel = literal(notification.channel), let payload = literal(notification.payload) else { return nil }
+            return "SELECT pg_notify(\(channel), \(payload))"
+        }
+        let text = (["BEGIN", "SET LOCAL synchronous_commit = off"] + calls + ["COMMIT"]).joined(separator: "; ")
+        PostgresCounters.countRoundTrip()
+        let result = PQexec(handle, text)
+        PQclear(result)
+        if PQstatus(handle) != CONNECTION_OK {
+            isBroken = true
+        } else if PQtransactionStatus(handle) != PQTRANS_IDLE {
+            rollbackQuietly()
+        }
+    }
+
+    /// A string literal for the notification script, quoted by libpq for this session's settings; nil when
+    /// libpq cannot (then the wake-up is dropped).
+    private func literal(_ text: String) -> String? {
+        guard let escaped = PQescapeLiteral(handle, text, text.utf8.count) else { return nil }
+        defer { PQfreemem(escaped) }
+        return String(cString: escaped)
+    }
+
+    private func commitStatement() throws(PostgresError) {
         statementsThisCheckout += 1
         PostgresCounters.countRoundTrip()
         let result = PQexec(handle, "COMMIT")
@@ -229,6 +286,7 @@ public final class PostgresConnection {
     /// ROLLBACK whose failure only marks the connection broken (the caller's error wins).
     @discardableResult
     func rollbackQuietly() -> Bool {
+        notificationsAfterCommit.removeAll()
         if pendingBegin != nil {
             pendingBegin = nil
             return !isBroken

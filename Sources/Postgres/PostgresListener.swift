@@ -2,7 +2,7 @@ import Glibc
 import Synchronization
 
 /// One NOTIFY received on a LISTENed channel.
-public struct PostgresNotification: Sendable {
+public struct PostgresNotification: Sendable, Equatable {
     /// The channel name.
     public let channel: String
     /// The payload ('' when NOTIFY had none).

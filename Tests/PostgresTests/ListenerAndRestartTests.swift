@@ -26,6 +26,45 @@ extension PostgresIntegration {
             #expect(Date().timeIntervalSince(started) >= 0.15)
         }
 
+        /// Queued notifications go out once, in order, after COMMIT (never inside it, never after a rollback);
+        /// outside a transaction at once.
+        @Test func notificationsQueuedInATransactionGoOutAfterItCommits() throws {
+            let channel = "tender_after_" + UUID().uuidString.prefix(8)
+            let listener = PostgresListener(configuration: TestDatabase.configuration(), channels: [channel])
+            defer { listener.close() }
+            let pool = PostgresPool(configuration: TestDatabase.configuration())
+            defer { pool.close() }
+            #expect(listener.wait(timeoutMilliseconds: 0).notifications.isEmpty)
+            func drain(_ count: Int) -> [String] {
+                var payloads: [String] = []
+                let deadline = Date().addingTimeInterval(5)
+                while payloads.count < count, Date() < deadline {
+                    payloads += listener.wait(timeoutMilliseconds: 200).notifications.map(\.payload)
+                }
+                payloads += listener.wait(timeoutMilliseconds: 200).notifications.map(\.payload)
+                return payloads
+            }
+            struct Refused: Error {}
+            #expect(throws: Refused.self) {
+                try pool.transaction { connection in
+                    connection.notifyAfterCommit(channel: channel, payload: "rolled back")
+                    throw Refused()
+                }
+            }
+            try pool.transaction { connection in
+                _ = try connection.query("SELECT 1")
+                connection.notifyAfterCommit(channel: channel, payload: "a")
+                connection.notifyAfterCommit(channel: channel, payload: "b")
+                connection.notifyAfterCommit(channel: channel, payload: "a")
+                #expect(listener.wait(timeoutMilliseconds: 300).notifications.isEmpty, "nothing before COMMIT")
+            }
+            #expect(drain(2) == ["a", "b"])
+            try pool.withConnection { connection in connection.notifyAfterCommit(channel: channel, payload: "now") }
+            #expect(drain(1) == ["now"])
+            try pool.transaction { connection in _ = try connection.query("SELECT 1") }
+            #expect(drain(0).isEmpty, "a later transaction on the pooled session sends nothing left over")
+        }
+
         @Test func closeWakesAWaitingThread() {
             let listener = PostgresListener(configuration: TestDatabase.configuration(), channels: ["tender_close"])
             let started = Date()

@@ -44,16 +44,13 @@ enum EventOutbox {
                                      data: .init(object: object))
         let body = try JSONBytesEncoder.bytes(envelope)  // JSONCoding.encoder's bytes, without Foundation's boxing
         precondition(body.count <= bodyBytesMax, "an event body outgrew its limit")
-        // One round trip: the row, and the notification that wakes delivery on any node at commit (a NOTIFY
-        // inside a transaction is sent only if it commits).
-        _ = try conn.query("""
-            WITH inserted AS (
-                INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
-                VALUES ($1, $2, $3, $4, $5, $6)
-                RETURNING merchant_id
-            )
-            SELECT pg_notify('tender_events', merchant_id) FROM inserted
+        // The notification that wakes delivery on any node goes out after COMMIT, not inside it: a NOTIFY in the
+        // transaction would make every event-writing commit wait for the one before it (`notifyAfterCommit`).
+        _ = try conn.execute("""
+            INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
+            VALUES ($1, $2, $3, $4, $5, $6)
             """, [eventId, merchantId, type.rawValue, objectId, now, String(decoding: body, as: UTF8.self)])
+        conn.notifyAfterCommit(channel: "tender_events", payload: merchantId)
         return eventId
     }
 }

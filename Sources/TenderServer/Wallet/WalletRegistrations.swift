@@ -76,6 +76,6 @@ enum WalletPushQueue {
             SELECT kind, $2, type_identifier, device_identifier, object_identifier, push_token, $5, $5
             FROM wallet_registrations WHERE kind = $1 AND type_identifier = $3 AND object_identifier = $4
             """, [kind.rawValue, merchantId, typeIdentifier, objectIdentifier, now])
-        _ = try conn.execute("SELECT pg_notify('tender_wallet_pushes', $1)", [typeIdentifier])
+        conn.notifyAfterCommit(channel: "tender_wallet_pushes", payload: typeIdentifier)
     }
 }
