@@ -69,6 +69,12 @@ public struct JSONBytesWriter {
         bytes.append(contentsOf: String(number).utf8)
     }
 
+    /// `null`.
+    public mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+    }
+
     /// `true` or `false`.
     public mutating func bool(_ flag: Bool) {
         separate()

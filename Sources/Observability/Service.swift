@@ -81,6 +81,7 @@ public final class ThreadService: Service {
     private let woken = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(false)
     private let finishedCondition = NSCondition()
+    private let threadID = Atomic<Int32>(0)
 
     /// A service named `name` whose thread runs `body` once.
     public init(name: String, body: @escaping @Sendable (ThreadService) -> Void) {
@@ -90,6 +91,9 @@ public final class ThreadService: Service {
 
     /// True once `stop` was called: the loop should return soon.
     public var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// The kernel's id of the loop's thread (`/proc/self/task/<id>`) once it has started, else 0.
+    public var osThreadID: Int32 { threadID.load(ordering: .acquiring) }
 
     /// True once the loop's thread has returned.
     public var isFinished: Bool { finished.withLock { $0 } }
@@ -115,6 +119,7 @@ public final class ThreadService: Service {
     public func start() throws {
         let thread = Thread { [self] in
             Self.nameCurrentThread("tender-\(name)")
+            threadID.store(Self.currentOSThreadID(), ordering: .releasing)
             body(self)
             finishedCondition.lock()
             finished.withLock { $0 = true }
@@ -123,6 +128,12 @@ public final class ThreadService: Service {
         }
         thread.name = "tender-\(name)"
         thread.start()
+    }
+
+    /// The calling thread's kernel id, from `/proc/thread-self` (`<pid>/task/<tid>`); 0 if unreadable.
+    static func currentOSThreadID() -> Int32 {
+        let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+        return link.split(separator: "/").last.flatMap { Int32($0) } ?? 0
     }
 
     /// Names the calling OS thread (`ps -T`, /proc/<pid>/task/*/comm show whose thread it is; Linux keeps

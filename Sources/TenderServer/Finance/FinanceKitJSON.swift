@@ -1,4 +1,5 @@
 import FinanceStore
+import HTTPServer
 
 /// The FinanceKit transaction JSON written by hand: a settlement chunk encodes one per fee line, and
 /// the generic `Encodable` path (even through `JSONBytesEncoder`) was about a fifth of the chunk's
@@ -29,65 +30,33 @@ extension FinanceBatchSQL {
     }
 }
 
-/// Appends JSON tokens with `JSONCoding.encoder`'s escaping; the caller writes keys in sorted order.
+/// FinanceKit's JSON tokens over `JSONBytesWriter` (its escaping is `JSONCoding.encoder`'s): absent
+/// optionals are written as `null`, as FinanceKit's own encoding writes them; the caller writes keys in
+/// sorted order.
 private struct FinanceKitJSONWriter {
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-    private(set) var bytes: [UInt8] = []
-    private var first = true
+    private var out = JSONBytesWriter(capacity: 640)
+    var bytes: [UInt8] { out.bytes }
 
-    init() { bytes.reserveCapacity(640) }
-
-    mutating func open() {
-        bytes.append(UInt8(ascii: "{"))
-        first = true
-    }
-
-    mutating func close() { bytes.append(UInt8(ascii: "}")) }
-
-    /// Keys are plain ASCII literals: nothing to escape.
-    mutating func key(_ key: StaticString) {
-        if !first { bytes.append(UInt8(ascii: ",")) }
-        first = false
-        bytes.append(UInt8(ascii: "\""))
-        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
-    }
-
-    mutating func null() { bytes.append(contentsOf: "null".utf8) }
+    mutating func open() { out.openObject() }
+    mutating func close() { out.closeObject() }
+    mutating func key(_ key: StaticString) { out.key(key) }
 
     mutating func number(_ value: Int64?) {
-        guard let value else { return null() }
-        bytes.append(contentsOf: String(value).utf8)
+        guard let value else { return out.null() }
+        out.integer(value)
     }
 
     /// `CurrencyAmount`'s shape: `{"amount":"12.34","currencyCode":"USD"}`.
     mutating func amount(_ value: CurrencyAmount?) {
-        guard let value else { return null() }
-        open()
-        key("amount"); string(value.decimalString)
-        key("currencyCode"); string(value.currencyCode)
-        close()
-        first = false
+        guard let value else { return out.null() }
+        out.openObject()
+        out.key("amount"); out.string(value.decimalString)
+        out.key("currencyCode"); out.string(value.currencyCode)
+        out.closeObject()
     }
 
     mutating func string(_ text: String?) {
-        guard let text else { return null() }
-        let hex = Self.hexDigits
-        bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case 0x22: bytes.append(0x5C); bytes.append(0x22)
-            case 0x5C: bytes.append(0x5C); bytes.append(0x5C)
-            case 0x08: bytes.append(0x5C); bytes.append(UInt8(ascii: "b"))
-            case 0x09: bytes.append(0x5C); bytes.append(UInt8(ascii: "t"))
-            case 0x0A: bytes.append(0x5C); bytes.append(UInt8(ascii: "n"))
-            case 0x0C: bytes.append(0x5C); bytes.append(UInt8(ascii: "f"))
-            case 0x0D: bytes.append(0x5C); bytes.append(UInt8(ascii: "r"))
-            case 0..<0x20: bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        guard let text else { return out.null() }
+        out.string(text)
     }
 }

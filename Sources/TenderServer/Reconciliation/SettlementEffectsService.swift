@@ -23,6 +23,8 @@ final class SettlementEffectsService: Service {
 
     /// True once the loop's thread has returned (after `stop`).
     var isFinished: Bool { loop.isFinished }
+    /// The kernel id of the loop's thread, once started (tests of the lifecycle).
+    var osThreadID: Int32 { loop.osThreadID }
 
     func start() throws { try loop.start() }
 
