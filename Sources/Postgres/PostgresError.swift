@@ -15,6 +15,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case transactionCommitFailed = "transaction_commit_failed"
         case transactionCommitUnknown = "transaction_commit_unknown"
         case transactionRollbackFailed = "transaction_rollback_failed"
+        /// A statement sent after `executeAndCommit` ended the transaction (a programming error).
+        case statementAfterCommit = "statement_after_commit"
         case statementTimeout = "statement_timeout"
     }
 

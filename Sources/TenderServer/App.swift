@@ -139,7 +139,7 @@ public final class TenderApp: Sendable {
                 return databaseUnavailable
             }
             return internalError
-        case .decodeFailed:
+        case .decodeFailed, .statementAfterCommit:
             return internalError
         }
     }

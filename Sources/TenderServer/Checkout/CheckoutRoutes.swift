@@ -183,9 +183,9 @@ extension TenderApp {
             let version = session.version + 1
             let responseJSON = String(decoding: body, as: UTF8.self)
             let checkoutJSON = try CheckoutJSON.bytes(next, inputsJSON: latest.inputsJSON)
-            try CheckoutStore.append(sessionId: sessionId, version: version, event: event.rawValue,
-                                     totalMinor: next.totalMinor, checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
-                                     inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
+            try CheckoutStore.appendAndCommit(sessionId: sessionId, version: version, event: event.rawValue, totalMinor: next.totalMinor,
+                                              checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
+                                              inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
             return .updated(body: body, version: version,
                             cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash,
                                                          responseJSON: responseJSON, checkout: next,

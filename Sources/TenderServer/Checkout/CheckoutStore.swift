@@ -98,10 +98,11 @@ enum CheckoutStore {
                              responseJSON: try row.decodeIfPresent("response"))
     }
 
-    /// Stores the next version and moves the session to it, in one statement.
-    static func append(sessionId: String, version: Int, event: String, totalMinor: Int64, checkoutJSON: String,
-                       inputSHA256: [UInt8], responseJSON: String, on conn: PostgresConnection) throws {
-        _ = try conn.execute("""
+    /// Stores the next version, moves the session to it and commits: the update's last statement, sent with
+    /// its COMMIT in one round trip (`executeAndCommit`), so the session's row lock ends with it.
+    static func appendAndCommit(sessionId: String, version: Int, event: String, totalMinor: Int64, checkoutJSON: String,
+                                inputSHA256: [UInt8], responseJSON: String, on conn: PostgresConnection) throws {
+        try conn.executeAndCommit("""
             WITH v AS (
                 INSERT INTO checkout_session_versions (session_id, version, event, total_minor, checkout,
                                                        input_sha256, response)
