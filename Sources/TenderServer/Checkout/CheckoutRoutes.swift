@@ -154,6 +154,11 @@ extension TenderApp {
     /// Repeat rule (rule 37): when the latest version was produced by this same event with a
     /// byte-identical body, the stored response is returned and no version is added, so a retried
     /// request (a lost response, a double-fired event) answers exactly as the first time.
+    ///
+    /// When this process committed the session's latest version, the update first goes the one-round-trip
+    /// way (`updateFromCachedVersion`): recalculated on that version, stored only if the row still is at it,
+    /// open and unexpired. Anything else (another node moved it on, a payment, expiry, a repeat, a coupon, an
+    /// error) goes the locked way, which answers exactly as if the first had not been tried.
     func updateCheckoutSession(_ request: HTTPRequest, event: CheckoutEvent) throws -> HTTPResponse {
         let sessionId = request.pathParameters["id"] ?? ""
         let caller = try sessionCaller(request, sessionId: sessionId)
@@ -161,35 +166,14 @@ extension TenderApp {
         let command = try CheckoutCommand.decode(event, body: request.body)
         let inputHash = Digest.sha256(Array(event.rawValue.utf8) + [0x0a] + request.body)
         let now = checkoutNow()
-
-        let outcome: UpdateOutcome = try pool.transaction { conn in
-            guard let session = try CheckoutStore.lock(sessionId, on: conn) else { throw caller.notFound }
-            try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
-            switch session.state.updateRefusal(atMilliseconds: session.lockedAtMilliseconds) {
-            case .expired? where session.state.status == .open:
-                // The change an update notices is the sweeper's change: the same status, the same event.
-                try SessionExpiry.expire(sessionId, on: conn, now: Date(timeIntervalSince1970: TimeInterval(now.unixSeconds)))
-                return .expired
-            case .expired?: throw CheckoutProblems.sessionExpired
-            case .notOpen?, .alreadyPaid?: throw CheckoutProblems.sessionNotOpen
-            case nil: break
-            }
-            let latest = try Self.latestVersion(sessionId, session.version, on: conn)
-            if latest.event == event.rawValue, latest.inputSHA256 == inputHash, let stored = latest.responseJSON {
-                return .repeated(storedJSON: stored, version: session.version)
-            }
-            let (next, body) = try self.recalculate(command, checkout: latest.checkout, merchantId: session.merchantId,
-                                                    now: now, on: conn)
-            let version = session.version + 1
-            let responseJSON = String(decoding: body, as: UTF8.self)
-            let checkoutJSON = try CheckoutJSON.bytes(next, inputsJSON: latest.inputsJSON)
-            try CheckoutStore.appendAndCommit(sessionId: sessionId, version: version, event: event.rawValue, totalMinor: next.totalMinor,
-                                              checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
-                                              inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
-            return .updated(body: body, version: version,
-                            cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash,
-                                                         responseJSON: responseJSON, checkout: next,
-                                                         inputsJSON: latest.inputsJSON))
+        let outcome: UpdateOutcome
+        if let fast = try updateFromCachedVersion(sessionId, caller: caller, event: event, command: command,
+                                                  inputHash: inputHash, now: now) {
+            outcome = fast
+            metrics.increment("tender_checkout_updates_total", labels: [("path", "cached")], help: Self.updatesHelp)
+        } else {
+            outcome = try updateUnderLock(sessionId, caller: caller, event: event, command: command, inputHash: inputHash, now: now)
+            metrics.increment("tender_checkout_updates_total", labels: [("path", "locked")], help: Self.updatesHelp)
         }
 
         let body: [UInt8]
@@ -212,28 +196,100 @@ extension TenderApp {
                             body: body)
     }
 
+    static let updatesHelp = "Checkout session updates by path: cached (one round trip on the version this process "
+        + "committed) or locked (the session row read FOR UPDATE)."
+
+    /// The update on the latest version this process committed, in one round trip (BEGIN, the
+    /// conditional write and COMMIT in one pipeline), with no lock held while recalculating; nil when it
+    /// does not apply or the row has moved on (then nothing was written). The caller's right to the session
+    /// is checked against the cached owner and secret digest, which never change.
+    func updateFromCachedVersion(_ sessionId: String, caller: SessionCaller, event: CheckoutEvent, command: CheckoutCommand,
+                                 inputHash: [UInt8], now: Timestamp) throws -> UpdateOutcome? {
+        if case .couponCode = command { return nil }  // reads the coupon table: the locked way
+        guard let (current, latest) = Self.checkoutVersions.latest(sessionId: sessionId) else { return nil }
+        try caller.authorize(merchantId: latest.access.merchantId, clientSecretSHA256: latest.access.clientSecretSHA256)
+        if latest.event == event.rawValue && latest.inputSHA256 == inputHash { return nil }  // a repeat, perhaps
+        guard let (next, body) = try? pureRecalculation(command, checkout: latest.checkout, now: now) else { return nil }
+        let version = current + 1
+        let responseJSON = String(decoding: body, as: UTF8.self)
+        let checkoutJSON = try CheckoutJSON.bytes(next, inputsJSON: latest.inputsJSON)
+        let stored = try pool.transaction { conn in
+            try CheckoutStore.appendIfCurrentAndCommit(sessionId: sessionId, version: version, event: event.rawValue,
+                                                       totalMinor: next.totalMinor,
+                                                       checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
+                                                       inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
+        }
+        guard stored else { return nil }
+        return .updated(body: body, version: version,
+                        cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash, responseJSON: responseJSON,
+                                                     checkout: next, inputsJSON: latest.inputsJSON, access: latest.access))
+    }
+
+    /// The update with the session row locked `FOR UPDATE` for the whole transaction.
+    func updateUnderLock(_ sessionId: String, caller: SessionCaller, event: CheckoutEvent, command: CheckoutCommand,
+                         inputHash: [UInt8], now: Timestamp) throws -> UpdateOutcome {
+        try pool.transaction { conn in
+            guard let session = try CheckoutStore.lock(sessionId, on: conn) else { throw caller.notFound }
+            try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
+            switch session.state.updateRefusal(atMilliseconds: session.lockedAtMilliseconds) {
+            case .expired? where session.state.status == .open:
+                // The change an update notices is the sweeper's change: the same status, the same event.
+                try SessionExpiry.expire(sessionId, on: conn, now: Date(timeIntervalSince1970: TimeInterval(now.unixSeconds)))
+                return .expired
+            case .expired?: throw CheckoutProblems.sessionExpired
+            case .notOpen?, .alreadyPaid?: throw CheckoutProblems.sessionNotOpen
+            case nil: break
+            }
+            let access = SessionAccessFacts(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
+            let latest = try Self.latestVersion(sessionId, session.version, access: access, on: conn)
+            if latest.event == event.rawValue, latest.inputSHA256 == inputHash, let stored = latest.responseJSON {
+                return .repeated(storedJSON: stored, version: session.version)
+            }
+            let (next, body) = try self.recalculate(command, checkout: latest.checkout, merchantId: session.merchantId,
+                                                    now: now, on: conn)
+            let version = session.version + 1
+            let responseJSON = String(decoding: body, as: UTF8.self)
+            let checkoutJSON = try CheckoutJSON.bytes(next, inputsJSON: latest.inputsJSON)
+            try CheckoutStore.appendAndCommit(sessionId: sessionId, version: version, event: event.rawValue, totalMinor: next.totalMinor,
+                                              checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
+                                              inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
+            return .updated(body: body, version: version,
+                            cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash,
+                                                         responseJSON: responseJSON, checkout: next,
+                                                         inputsJSON: latest.inputsJSON, access: access))
+        }
+    }
+
     /// Runs the pure recalculation for one command; shopper-fixable outcomes are in the update's `errors`,
     /// protocol problems (unknown shipping identifier, rule 32) are 422.
     func recalculate(_ command: CheckoutCommand, checkout: PricedCheckout, merchantId: String, now: Timestamp,
                      on conn: PostgresConnection) throws -> (PricedCheckout, [UInt8]) {
         do {
-            switch command {
-            case .shippingMethod(let identifier):
-                let r = try checkout.selectingShippingMethod(identifier, now: now)
-                return (r.checkout, try CheckoutJSON.bytes(r.update))
-            case .shippingContact(let contact):
-                let r = try checkout.updatingShippingContact(contact, now: now)
-                return (r.checkout, try CheckoutJSON.bytes(r.update))
-            case .couponCode(let code):
+            if case .couponCode(let code) = command {
                 let coupon = try CouponStore.find(merchantId: merchantId, code: code, on: conn)
                 let r = try checkout.applyingCouponCode(code, coupon: coupon, now: now)
                 return (r.checkout, try CheckoutJSON.bytes(r.update))
-            case .paymentMethod(let method):
-                let r = try checkout.updatingPaymentMethod(method)
-                return (r.checkout, try CheckoutJSON.bytes(r.update))
             }
+            return try pureRecalculation(command, checkout: checkout, now: now)
         } catch let error as PaymentRequestError {
             throw CheckoutProblems.unprocessable(error)
+        }
+    }
+
+    /// The recalculations that read nothing but the session's version (every event but a coupon code).
+    func pureRecalculation(_ command: CheckoutCommand, checkout: PricedCheckout, now: Timestamp) throws -> (PricedCheckout, [UInt8]) {
+        switch command {
+        case .shippingMethod(let identifier):
+            let r = try checkout.selectingShippingMethod(identifier, now: now)
+            return (r.checkout, try CheckoutJSON.bytes(r.update))
+        case .shippingContact(let contact):
+            let r = try checkout.updatingShippingContact(contact, now: now)
+            return (r.checkout, try CheckoutJSON.bytes(r.update))
+        case .couponCode:
+            throw TenderError("coupon_needs_lookup", "a coupon code is recalculated with its coupon row")
+        case .paymentMethod(let method):
+            let r = try checkout.updatingPaymentMethod(method)
+            return (r.checkout, try CheckoutJSON.bytes(r.update))
         }
     }
 
@@ -241,14 +297,15 @@ extension TenderApp {
     static let checkoutVersions = SessionVersionCache<CachedSessionVersion>()
 
     /// The latest version, from the cache when this process committed it, else read and decoded.
-    static func latestVersion(_ sessionId: String, _ version: Int, on conn: PostgresConnection) throws -> CachedSessionVersion {
+    static func latestVersion(_ sessionId: String, _ version: Int, access: SessionAccessFacts,
+                              on conn: PostgresConnection) throws -> CachedSessionVersion {
         if let cached = checkoutVersions.entry(sessionId: sessionId, version: version) { return cached }
         guard let stored = try CheckoutStore.version(sessionId, version, on: conn) else {
             throw TenderError("session_version_missing", "session \(sessionId) has no version \(version)")
         }
         let checkout = try decodeCheckout(stored.checkoutJSON)
         return CachedSessionVersion(event: stored.event, inputSHA256: stored.inputSHA256, responseJSON: stored.responseJSON,
-                                    checkout: checkout, inputsJSON: try CheckoutJSON.inputsBytes(checkout.inputs))
+                                    checkout: checkout, inputsJSON: try CheckoutJSON.inputsBytes(checkout.inputs), access: access)
     }
 
     // MARK: - Auth

@@ -113,6 +113,25 @@ enum CheckoutStore {
             """, [sessionId, version, event, totalMinor, checkoutJSON, inputSHA256, responseJSON])
     }
 
+    /// Stores `version` and moves the session to it only if the row is still at `version - 1`, open and
+    /// before its expiry (the conditions `CheckoutSessionState.updateRefusal` accepts, on PostgreSQL's
+    /// clock), and commits: one statement, one round trip with its BEGIN and COMMIT. False when the row
+    /// has moved on or stopped accepting updates; then nothing was written. A concurrent writer's lock is
+    /// waited for and the conditions are checked again on the row it left.
+    static func appendIfCurrentAndCommit(sessionId: String, version: Int, event: String, totalMinor: Int64, checkoutJSON: String,
+                                         inputSHA256: [UInt8], responseJSON: String, on conn: PostgresConnection) throws -> Bool {
+        try conn.executeAndCommit("""
+            WITH s AS (
+                UPDATE checkout_sessions SET version = $2, total_minor = $4, updated_at = now()
+                WHERE session_id = $1 AND version = $2 - 1 AND status = 'open'
+                  AND (extract(epoch FROM expires_at) * 1000)::bigint > (extract(epoch FROM now()) * 1000)::bigint
+                RETURNING session_id
+            )
+            INSERT INTO checkout_session_versions (session_id, version, event, total_minor, checkout, input_sha256, response)
+            SELECT session_id, $2, $3, $4, $5, $6, $7 FROM s
+            """, [sessionId, version, event, totalMinor, checkoutJSON, inputSHA256, responseJSON]) == 1
+    }
+
     /// The session and its latest version, read in one statement (one snapshot).
     static func snapshot(_ sessionId: String, on conn: PostgresConnection) throws -> SessionSnapshot? {
         guard let row = try conn.query("""

@@ -10,6 +10,14 @@ struct CachedSessionVersion: Sendable {
     let checkout: PricedCheckout
     /// The JSON of `checkout.inputs`, the same for every version of a session: written once, then carried.
     let inputsJSON: [UInt8]
+    /// Who may update the session: fixed when it is created, so any version's copy is the session's.
+    let access: SessionAccessFacts
+}
+
+/// A session's owner and client-secret digest (never change after creation).
+struct SessionAccessFacts: Sendable {
+    let merchantId: String
+    let clientSecretSHA256: [UInt8]
 }
 
 /// Values keyed by (session id, version). A stored version is never rewritten (rule 39: each event
@@ -27,6 +35,8 @@ final class SessionVersionCache<Value: Sendable>: Sendable {
         /// Insertion order, as a ring: `order[next]` is the oldest once the ring is full.
         var order: [Key?]
         var next = 0
+        /// The highest version held per session.
+        var latest: [String: Int] = [:]
     }
 
     /// Most entries held.
@@ -44,15 +54,29 @@ final class SessionVersionCache<Value: Sendable>: Sendable {
         state.withLock { $0.entries[Key(sessionId: sessionId, version: version)] }
     }
 
+    /// The highest version of the session held, with its value: the version this process last saw
+    /// committed, which another node may have passed since (the caller checks it against the row).
+    func latest(sessionId: String) -> (version: Int, value: Value)? {
+        state.withLock { s in
+            guard let version = s.latest[sessionId], let value = s.entries[Key(sessionId: sessionId, version: version)]
+            else { return nil }
+            return (version, value)
+        }
+    }
+
     /// Remembers a committed version, evicting the oldest entry when full.
     func insert(sessionId: String, version: Int, _ entry: Value) {
         let key = Key(sessionId: sessionId, version: version)
         state.withLock { s in
             guard s.entries[key] == nil else { return }
-            if let oldest = s.order[s.next] { s.entries[oldest] = nil }
+            if let oldest = s.order[s.next] {
+                s.entries[oldest] = nil
+                if s.latest[oldest.sessionId] == oldest.version { s.latest[oldest.sessionId] = nil }
+            }
             s.order[s.next] = key
             s.next = (s.next + 1) % s.order.count
             s.entries[key] = entry
+            if s.latest[sessionId].map({ $0 < version }) ?? true { s.latest[sessionId] = version }
         }
     }
 

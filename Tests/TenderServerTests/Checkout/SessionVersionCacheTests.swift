@@ -28,6 +28,22 @@ struct SessionVersionCacheTests {
         #expect(cache.entry(sessionId: "cs_a", version: 2) == nil)
         #expect(cache.count == 2)
     }
+
+    @Test func theLatestVersionPerSessionFollowsInsertsAndEvictions() {
+        let cache = SessionVersionCache<Int>(entriesMax: 3)
+        #expect(cache.latest(sessionId: "cs_a") == nil)
+        cache.insert(sessionId: "cs_a", version: 2, 20)
+        cache.insert(sessionId: "cs_a", version: 1, 10)  // an older version read later does not become the latest
+        #expect(cache.latest(sessionId: "cs_a").map { [$0.version, $0.value] } == [2, 20])
+        cache.insert(sessionId: "cs_b", version: 1, 1)
+        cache.insert(sessionId: "cs_b", version: 2, 2)  // evicts cs_a v2, its latest: cs_a has none now
+        #expect(cache.latest(sessionId: "cs_a") == nil)
+        #expect(cache.latest(sessionId: "cs_b").map { [$0.version, $0.value] } == [2, 2])
+        cache.insert(sessionId: "cs_c", version: 1, 7)  // evicts cs_a v1
+        cache.insert(sessionId: "cs_c", version: 2, 8)  // evicts cs_b v1: cs_b's latest stays
+        #expect(cache.latest(sessionId: "cs_b").map { [$0.version, $0.value] } == [2, 2])
+        #expect(cache.latest(sessionId: "cs_c").map { [$0.version, $0.value] } == [2, 8])
+    }
 }
 
 @Suite struct ClientSecretKeyTests {
