@@ -89,14 +89,7 @@ extension PostgresIntegration {
         @Test func aLostSessionAtCommitIsCommitUnknown() throws {
             let (pool, table) = try setUp("cp_unknown")
             defer { pool.close() }
-            try pool.withConnection { conn in
-                try conn.simpleQuery(SQL(unsafeSQL: """
-                    CREATE FUNCTION \(table)_die() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); RETURN NULL; END $$;
-                    CREATE CONSTRAINT TRIGGER \(table)_die AFTER INSERT ON \(table)
-                      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION \(table)_die();
-                    """))
-            }
+            try TestDatabase.killBackendAtCommit(of: table, pool: pool)
             let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES ($1)", preparable: true)
             expectPostgresError(.transactionCommitUnknown) {
                 _ = try pool.transaction { conn in

@@ -29,6 +29,19 @@ enum TestDatabase {
         return configuration
     }
 
+    /// A deferred constraint trigger on `table` that kills its own backend inside COMMIT, so the client
+    /// never learns whether the commit happened.
+    static func killBackendAtCommit(of table: String, pool: PostgresPool) throws {
+        try pool.withConnection { connection in
+            try connection.simpleQuery(SQL(unsafeSQL: """
+                CREATE FUNCTION \(table)_die() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); RETURN NULL; END $$;
+                CREATE CONSTRAINT TRIGGER \(table)_die AFTER INSERT ON \(table)
+                  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION \(table)_die();
+                """))
+        }
+    }
+
     /// A table name unique to one test run, so tests never share rows.
     static func tableName(_ prefix: String) -> String {
         prefix + "_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)

@@ -70,14 +70,7 @@ extension PostgresIntegration {
             defer { pool.close() }
             // A deferred constraint trigger runs inside COMMIT and kills its own backend, so the
             // client never learns whether the commit happened.
-            try pool.withConnection { connection in
-                try connection.simpleQuery(SQL(unsafeSQL: """
-                    CREATE FUNCTION \(table)_die() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); RETURN NULL; END $$;
-                    CREATE CONSTRAINT TRIGGER \(table)_die AFTER INSERT ON \(table)
-                      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION \(table)_die();
-                    """))
-            }
+            try TestDatabase.killBackendAtCommit(of: table, pool: pool)
             let error = expectPostgresError(.transactionCommitUnknown) {
                 try pool.transaction { connection in
                     _ = try connection.execute(SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES (1)"))
