@@ -1,6 +1,6 @@
 /// Why a `JSONReader` stopped: the text is not RFC 8259 JSON, or not the shape asked for, or nested
 /// deeper than allowed. Callers turn it into their own code (`token_malformed`, `payload_malformed`).
-struct JSONReadError: Error, Equatable {
+package struct JSONReadError: Error, Equatable {
     enum Reason: Equatable {
         case syntax
         case shape
@@ -13,9 +13,10 @@ struct JSONReadError: Error, Equatable {
     static func shape(_ offset: Int) -> JSONReadError { JSONReadError(reason: .shape, offset: offset) }
 }
 
-/// A strict pull reader of RFC 8259 JSON over UTF-8 bytes, for the two fixed shapes Tender reads from
-/// Apple (the token and its decrypted payload) without Foundation's `JSONDecoder`, which built a map of
-/// the whole document, then Strings and containers per key, and cost more than a token's ECDH.
+/// A strict pull reader of RFC 8259 JSON over UTF-8 bytes, for the fixed shapes Tender reads from
+/// Apple (the token and its decrypted payload; the shipping method Apple Pay JS hands the page) without
+/// Foundation's `JSONDecoder`, which built a map of the whole document, then Strings and containers per
+/// key, and cost more than a token's ECDH.
 ///
 /// Stricter than `JSONDecoder` where that one is lenient, since a payment token is never written so:
 /// no trailing commas, numbers only in RFC 8259 grammar (also inside ignored values), UTF-8 only (a
@@ -25,7 +26,7 @@ struct JSONReadError: Error, Equatable {
 /// ignored, `null` read as absent for optional members.
 ///
 /// The buffer must outlive the reader: use it only inside the `withUnsafeBufferPointer` that made it.
-struct JSONReader {
+package struct JSONReader {
     private let bytes: UnsafeBufferPointer<UInt8>
     private(set) var index: Int
     private let end: Int
@@ -33,7 +34,7 @@ struct JSONReader {
     private let depthMax: Int
 
     /// Reads `bytes[range]` (all of it when nil); `depth` is the nesting already around it.
-    init(_ bytes: UnsafeBufferPointer<UInt8>, range: Range<Int>? = nil, depth: Int = 0, depthMax: Int) {
+    package init(_ bytes: UnsafeBufferPointer<UInt8>, range: Range<Int>? = nil, depth: Int = 0, depthMax: Int) {
         self.bytes = bytes
         let range = range ?? 0..<bytes.count
         index = range.lowerBound
@@ -62,13 +63,13 @@ struct JSONReader {
     }
 
     /// Only whitespace may follow the value.
-    mutating func expectEnd() throws(JSONReadError) {
+    package mutating func expectEnd() throws(JSONReadError) {
         skipWhitespace()
         guard index == end else { throw .syntax(index) }
     }
 
     /// Consumes `{`; `.shape` if the value is another JSON type.
-    mutating func beginObject() throws(JSONReadError) {
+    package mutating func beginObject() throws(JSONReadError) {
         guard let byte = peek() else { throw .syntax(index) }
         guard byte == UInt8(ascii: "{") else { throw JSONReadError(reason: isValueStart(byte) ? .shape : .syntax, offset: index) }
         try enter()
@@ -78,7 +79,7 @@ struct JSONReader {
     /// The index in `names` of the next member's key, -1 for a key not in `names`, or nil after the
     /// closing `}`. `first` is true for the first call on an object (no comma before the member). The
     /// reader then stands before the member's value, which the caller reads or skips.
-    mutating func nextKey(_ names: [[UInt8]], first: Bool) throws(JSONReadError) -> Int? {
+    package mutating func nextKey(_ names: [[UInt8]], first: Bool) throws(JSONReadError) -> Int? {
         guard let byte = peek() else { throw .syntax(index) }
         if byte == UInt8(ascii: "}") {
             index += 1
@@ -179,7 +180,7 @@ struct JSONReader {
     /// is `.shape`), any other member skipped; `member` reads the value of the named member at that index.
     /// Returns which of `names` were present.
     @discardableResult
-    mutating func forEachMember(_ names: [[UInt8]],
+    package mutating func forEachMember(_ names: [[UInt8]],
                                 _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void) throws(JSONReadError) -> [Bool] {
         var seen = [Bool](repeating: false, count: names.count)
         try beginObject()
@@ -209,7 +210,7 @@ struct JSONReader {
     }
 
     /// A string; `.shape` if the value is another JSON type.
-    mutating func readString() throws(JSONReadError) -> String {
+    package mutating func readString() throws(JSONReadError) -> String {
         try expectString()
         return try withString { (text: UnsafeBufferPointer<UInt8>) in String(decoding: text, as: UTF8.self) }
     }

@@ -1,3 +1,4 @@
+import ApplePayToken
 import Crypto
 import Foundation
 import HTTPServer
@@ -342,6 +343,8 @@ enum CheckoutCommand {
     static func decode(_ event: CheckoutEvent, body: [UInt8]) throws(HTTPProblem) -> CheckoutCommand {
         switch event {
         case .shippingMethod:
+            try JSONCoding.checkBody(body)
+            if let identifier = ShippingMethodBody.identifier(strictlyReading: body) { return .shippingMethod(identifier: identifier) }
             return .shippingMethod(identifier: try StrictBody<ShippingMethodBody>.decode(body).shippingMethod.identifier)
         case .shippingContact:
             return .shippingContact(try StrictBody<ShippingContactBody>.decode(body).shippingContact)
@@ -362,6 +365,31 @@ struct ShippingMethodBody: Decodable {
         try KeySchema.object(["shippingMethod": .open]).refuseUnknownFields(decoder)
         shippingMethod = try decoder.container(keyedBy: CodingKeys.self).decode(Selected.self, forKey: .shippingMethod)
     }
+
+    /// The identifier of a body `checkBody` accepted, read without `JSONDecoder` (a sixth of an update's
+    /// instructions) when the body is exactly this shape; nil for anything else (an unknown member, a
+    /// missing or non-string identifier, a byte-order mark, text the stricter reader refuses), which the
+    /// decoder then answers with its own error. The reader accepts nothing the decoder refuses.
+    static func identifier(strictlyReading body: [UInt8]) -> String? {
+        guard body.first != 0xEF else { return nil }
+        return body.withUnsafeBufferPointer { bytes -> String? in
+            var reader = JSONReader(bytes, depthMax: JSONCoding.depthMax)
+            var identifier: String?
+            do {
+                try reader.beginObject()
+                guard try reader.nextKey([Self.memberName], first: true) == 0 else { return nil }
+                try reader.forEachMember([Self.identifierName]) { _, inner throws(JSONReadError) in identifier = try inner.readString() }
+                guard try reader.nextKey([], first: false) == nil else { return nil }
+                try reader.expectEnd()
+            } catch {
+                return nil
+            }
+            return identifier
+        }
+    }
+
+    private static let memberName = Array("shippingMethod".utf8)
+    private static let identifierName = Array("identifier".utf8)
 }
 
 /// `{"shippingContact": {…ApplePayPaymentContact, possibly redacted…}}`.
