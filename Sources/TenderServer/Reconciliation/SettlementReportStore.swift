@@ -441,8 +441,12 @@ struct SettlementReportStore: Sendable {
          PGArray.text(rows.map { $0.postingKeys.joined(separator: " ") })]
     }
 
-    /// Records the keys not recorded before (under the merchant's import lock no other writer adds one);
-    /// returns them.
+    /// Records the keys not recorded before and returns them. Under the merchant's import lock no other
+    /// writer adds one, so a plain insert of the keys the statement's snapshot does not hold is exact and
+    /// costs less than `ON CONFLICT DO NOTHING`'s speculative insertion (a chunk's 2,000 keys: 44-84 ms
+    /// against 56-94 ms); a key added anyway would fail the primary key and roll the chunk back, never
+    /// apply twice. The keys are distinct (`claim` drops repeats). Each key is looked up on its own, through
+    /// the primary key (a LATERAL subquery is never flattened into a join), whatever the statistics say.
     private static let recordNewEffects: SQL = """
         INSERT INTO settlement_effects (merchant_id, effect_key, report_id, kind, subject_id, amount_minor,
                                         currency_code, credit_debit_indicator, format, batch_id, version, posting_keys)
@@ -451,7 +455,9 @@ struct SettlementReportStore: Sendable {
           FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[],
                       $11::int[], $12::text[])
                AS e(key, kind, subject, amount, currency, indicator, batch, version, posting_keys)
-        ON CONFLICT (merchant_id, effect_key) DO NOTHING
+          LEFT JOIN LATERAL (SELECT true AS found FROM settlement_effects s
+                              WHERE s.merchant_id = $1 AND s.effect_key = e.key OFFSET 0) r ON true
+         WHERE r.found IS NULL
         RETURNING effect_key
         """
 
