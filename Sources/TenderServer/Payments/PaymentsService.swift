@@ -482,10 +482,14 @@ public final class PaymentsService: Sendable {
                 .first.map(PaymentRecord.init(row:)),
               PaymentView(payment, amountRefundedMinor: 0) == view else { throw OutcomeForecast.missed }
         EventOutbox.wakeDelivery(merchantId: payment.merchantId, on: conn)
+        // The payment was pending until this statement, so its Wallet order, if any, is the one a subscriber
+        // made just now: it says so, and the order is not read back.
+        var orderDetails: WalletOrderDetails?
         for subscriber in subscribers {
-            try subscriber.record(event, merchantId: payment.merchantId, on: conn, now: now)
+            if let made = try subscriber.recordReportingOrder(event, merchantId: payment.merchantId, on: conn, now: now) {
+                orderDetails = made
+            }
         }
-        let orderDetails = payment.status == .succeeded ? try WalletOrders.details(forPayment: payment.paymentId, on: conn) : nil
         let response = Self.paymentResponse(payment, orderDetails: orderDetails)
         if let key = payment.idempotencyKey {
             try KeyClaim.finishAndCommit(conn: conn, merchantId: payment.merchantId, key: key, response: response)
