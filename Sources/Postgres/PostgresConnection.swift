@@ -240,6 +240,15 @@ public final class PostgresConnection {
         return Int(String(cString: PQcmdTuples(result))) ?? 0
     }
 
+    /// `executeAndCommit` for a last statement whose rows the caller needs (an `INSERT … RETURNING`): the
+    /// statement, its COMMIT (and a deferred BEGIN) in one round trip, with the same error meanings. The rows
+    /// are returned only once the COMMIT succeeded; nothing may run in this transaction afterwards.
+    public func queryAndCommit(_ sql: SQL, _ parameters: [any PostgresEncodable] = []) throws(PostgresError) -> PostgresResult {
+        let result = try runAndCommit(sql, try parameterTexts(parameters))
+        defer { PQclear(result) }
+        return Self.makeResult(result)
+    }
+
     private func runAndCommit(_ sql: SQL, _ texts: [String?]) throws(PostgresError) -> OpaquePointer {
         if committedInPipeline { throw Self.statementAfterCommit }
         let inTransaction = pendingBegin != nil || PQtransactionStatus(handle) == PQTRANS_INTRANS
@@ -267,6 +276,7 @@ public final class PostgresConnection {
             if error.sqlState == "26000" && lastSendUsedCache { statements.clear() }
             throw error
         }
+        notificationsAfterCommit.removeAll()  // sent with the COMMIT; a transaction that did not commit owes none
         switch pipelineCommit {
         case .committed:
             committedInPipeline = true
@@ -523,6 +533,10 @@ public final class PostgresConnection {
         } == 1
         if commit { sent = sent && PQsendQueryParams(handle, "COMMIT", 0, nil, nil, nil, nil, 0) == 1 }
         sent = sent && PQpipelineSync(handle) == 1
+        // The wake-ups queued by `notifyAfterCommit` follow the COMMIT in the same round trip, in a transaction
+        // of their own after a Sync of their own, so their fate never touches the COMMIT's.
+        let wakeUps = commit ? notificationsAfterCommit : []
+        if !wakeUps.isEmpty { sent = sent && sendWakeUps(handle, wakeUps) }
         guard sent else {
             if PQstatus(handle) == CONNECTION_OK { isBroken = true }
             return nil
@@ -556,9 +570,38 @@ public final class PostgresConnection {
             pipelineCommit = statementOK ? Self.commitOutcome(committed, handle: handle) : .notSent
             PQclear(committed)
         }
-        let synced = Self.awaitSync(handle) && PQexitPipelineMode(handle) == 1
+        var synced = Self.awaitSync(handle)
+        if !wakeUps.isEmpty && synced { synced = takeWakeUpResults(handle, count: wakeUps.count) }
+        synced = synced && PQexitPipelineMode(handle) == 1
         if !synced && PQstatus(handle) == CONNECTION_OK { isBroken = true }
         return failure ?? statement
+    }
+
+    /// Sends the wake-ups' own transaction (`sendNotificationsAfterCommit`'s script as pipelined commands).
+    private func sendWakeUps(_ handle: OpaquePointer, _ wakeUps: [PostgresNotification]) -> Bool {
+        var sent = PQsendQueryParams(handle, "BEGIN", 0, nil, nil, nil, nil, 0) == 1
+            && PQsendQueryParams(handle, "SET LOCAL synchronous_commit = off", 0, nil, nil, nil, nil, 0) == 1
+        for wakeUp in wakeUps {
+            sent = sent && Self.withParameterPointers([wakeUp.channel, wakeUp.payload]) { pointers in
+                PQsendQueryParams(handle, "SELECT pg_notify($1, $2)", 2, nil, pointers, nil, nil, 0)
+            } == 1
+        }
+        return sent && PQsendQueryParams(handle, "COMMIT", 0, nil, nil, nil, nil, 0) == 1 && PQpipelineSync(handle) == 1
+    }
+
+    /// Reads the wake-ups' results and their Sync. A refused wake-up only loses it: its transaction, left
+    /// aborted, is rolled back here, unless the main transaction did not commit (its caller rolls back then).
+    private func takeWakeUpResults(_ handle: OpaquePointer, count: Int) -> Bool {
+        for _ in 0..<(count + 3) { PQclear(Self.takeResult(handle)) }
+        guard Self.awaitSync(handle) else { return false }
+        if case .committed = pipelineCommit, PQtransactionStatus(handle) == PQTRANS_INERROR {
+            guard PQexitPipelineMode(handle) == 1 else { return false }
+            PostgresCounters.countRoundTrip()
+            let result = PQexec(handle, "ROLLBACK")
+            PQclear(result)
+            return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+        }
+        return true
     }
 
     private static func isSuccess(_ result: OpaquePointer) -> Bool {

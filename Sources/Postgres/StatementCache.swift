@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// One connection's prepared statements: SQL text → server-side name, least recently used evicted.
@@ -82,6 +83,19 @@ public enum PostgresCounters {
     /// Statements prepared so far (each also counted in `roundTrips`).
     public static var prepares: Int { prepareCount.load(ordering: .relaxed) }
 
-    static func countRoundTrip() { roundTripCount.add(1, ordering: .relaxed) }
+    /// Round trips sent by the calling thread so far: a test of one request's round trips, run on its own
+    /// thread, counts exactly its own whatever else the process does meanwhile.
+    public static var roundTripsOnThisThread: Int { Int(bitPattern: pthread_getspecific(threadKey)) }
+
+    private static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key for the round-trip counter")
+        return key
+    }()
+
+    static func countRoundTrip() {
+        roundTripCount.add(1, ordering: .relaxed)
+        pthread_setspecific(threadKey, UnsafeRawPointer(bitPattern: roundTripsOnThisThread + 1))
+    }
     static func countPrepare() { prepareCount.add(1, ordering: .relaxed) }
 }

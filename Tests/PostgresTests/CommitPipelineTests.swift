@@ -32,20 +32,20 @@ extension PostgresIntegration {
             var trips: [Int] = []
             var affected: [Int] = []
             for id: Int32 in [2, 3] {
-                let before = PostgresCounters.roundTrips
+                let before = PostgresCounters.roundTripsOnThisThread
                 affected.append(try pool.transaction { conn in
                     _ = try conn.query(read)
                     return try conn.executeAndCommit(insert, [id])
                 })
-                trips.append(PostgresCounters.roundTrips - before)
+                trips.append(PostgresCounters.roundTripsOnThisThread - before)
             }
             // BEGIN with the read, the insert with COMMIT: two round trips, where three were before.
             #expect(trips == [2, 2])
             #expect(affected == [1, 1])
             // As the first statement too: BEGIN, the insert and COMMIT in one.
-            let before = PostgresCounters.roundTrips
+            let before = PostgresCounters.roundTripsOnThisThread
             _ = try pool.transaction { conn in try conn.executeAndCommit(insert, [Int32(4)]) }
-            #expect(PostgresCounters.roundTrips - before == 1)
+            #expect(PostgresCounters.roundTripsOnThisThread - before == 1)
             #expect(try ids(pool, table) == [1, 2, 3, 4])
         }
 
@@ -116,10 +116,13 @@ extension PostgresIntegration {
             let listener = try PostgresConnection.open(try ConnectSettings.make(TestDatabase.configuration()).get())
             let channel = table + "_wake"
             try listener.listen(channel: channel)
+            let before = PostgresCounters.roundTripsOnThisThread
             _ = try pool.transaction { conn in
                 conn.notifyAfterCommit(channel: channel, payload: "after")
                 try conn.executeAndCommit(insert, [Int32(2)])
             }
+            // BEGIN, the insert, COMMIT and the wake-up's own transaction after it: one round trip.
+            #expect(PostgresCounters.roundTripsOnThisThread - before == 1)
             var received: [PostgresNotification] = []
             #expect(eventually {
                 received += listener.consumeNotifications(limit: 8).notifications
@@ -128,14 +131,30 @@ extension PostgresIntegration {
             #expect(received.map(\.payload) == ["after"])
         }
 
+        @Test func aRefusedWakeUpLeavesTheCommitAndTheConnectionAlone() throws {
+            let (pool, table) = try setUp("cp_wake_refused")
+            defer { pool.close() }
+            let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES ($1)", preparable: true)
+            // PostgreSQL refuses a payload of 8000 bytes or more: the wake-up's transaction fails after the COMMIT.
+            let affected = try pool.transaction { conn in
+                conn.notifyAfterCommit(channel: table + "_wake", payload: String(repeating: "x", count: 9_000))
+                return try conn.executeAndCommit(insert, [Int32(1)])
+            }
+            #expect(affected == 1)
+            #expect(try ids(pool, table) == [1])
+            #expect(pool.stats.idle == 1, "the connection went back to the pool, idle")
+            _ = try pool.transaction { conn in try conn.executeAndCommit(insert, [Int32(2)]) }
+            #expect(try ids(pool, table) == [1, 2])
+        }
+
         @Test func withoutTheStatementCacheTheCommitIsSentOnItsOwn() throws {
             let (pool, table) = try setUp("cp_plain", prepared: false)
             defer { pool.close() }
             let insert = SQL(unsafeSQL: "INSERT INTO \(table) (id) VALUES ($1)")
-            let before = PostgresCounters.roundTrips
+            let before = PostgresCounters.roundTripsOnThisThread
             let affected = try pool.transaction { conn in try conn.executeAndCommit(insert, [Int32(1)]) }
             #expect(affected == 1)
-            #expect(PostgresCounters.roundTrips - before == 3)  // BEGIN, the insert, COMMIT
+            #expect(PostgresCounters.roundTripsOnThisThread - before == 3)  // BEGIN, the insert, COMMIT
             #expect(try ids(pool, table) == [1])
         }
     }

@@ -39,18 +39,41 @@ enum EventOutbox {
     @discardableResult
     static func append<Object: Encodable>(_ type: EventType, objectId: String, object: Object,
                                           merchantId: String, on conn: PostgresConnection, now: Date) throws -> String {
-        let eventId = PrefixedIdentifier.event.mint(randomBytes: SecureRandom.bytes)
-        let envelope = EventEnvelope(id: eventId, type: type.rawValue, createdAt: RFC3339.string(from: now),
-                                     data: .init(object: object))
-        let body = try JSONBytesEncoder.bytes(envelope)  // JSONCoding.encoder's bytes, without Foundation's boxing
-        precondition(body.count <= bodyBytesMax, "an event body outgrew its limit")
-        // The notification that wakes delivery on any node goes out after COMMIT, not inside it: a NOTIFY in the
-        // transaction would make every event-writing commit wait for the one before it (`notifyAfterCommit`).
+        let event = try Row(type, objectId: objectId, object: object, now: now)
         _ = try conn.execute("""
             INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
             VALUES ($1, $2, $3, $4, $5, $6)
-            """, [eventId, merchantId, type.rawValue, objectId, now, String(decoding: body, as: UTF8.self)])
+            """, [event.eventId, merchantId, event.type.rawValue, event.objectId, event.createdAt, event.body])
+        wakeDelivery(merchantId: merchantId, on: conn)
+        return event.eventId
+    }
+
+    /// One event row before it is written: for a statement that writes it as part of a larger change (the
+    /// payment outcome's), which then calls `wakeDelivery`.
+    struct Row {
+        let eventId: String
+        let type: EventType
+        let objectId: String
+        let createdAt: Date
+        /// The stored JSON (`EventEnvelope`).
+        let body: String
+
+        init<Object: Encodable>(_ type: EventType, objectId: String, object: Object, now: Date) throws {
+            eventId = PrefixedIdentifier.event.mint(randomBytes: SecureRandom.bytes)
+            let envelope = EventEnvelope(id: eventId, type: type.rawValue, createdAt: RFC3339.string(from: now),
+                                         data: .init(object: object))
+            let bytes = try JSONBytesEncoder.bytes(envelope)  // JSONCoding.encoder's bytes, without Foundation's boxing
+            precondition(bytes.count <= EventOutbox.bodyBytesMax, "an event body outgrew its limit")
+            self.type = type
+            self.objectId = objectId
+            createdAt = now
+            body = String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    /// The notification that wakes delivery on any node, sent after COMMIT, not inside it: a NOTIFY in the
+    /// transaction would make every event-writing commit wait for the one before it (`notifyAfterCommit`).
+    static func wakeDelivery(merchantId: String, on conn: PostgresConnection) {
         conn.notifyAfterCommit(channel: "tender_events", payload: merchantId)
-        return eventId
     }
 }

@@ -29,6 +29,13 @@ enum KeyClaim {
             ON CONFLICT DO NOTHING RETURNING 1 AS fresh
             """, [merchantId, key, fingerprint, lockMilliseconds])
         if inserted.first != nil { return .fresh }
+        return try existing(conn: conn, merchantId: merchantId, key: key, fingerprint: fingerprint, lockMilliseconds: lockMilliseconds)
+    }
+
+    /// The key as it stands when its insert found it already there (never `.fresh`): locked and read, then
+    /// replayed, refused, or taken over.
+    static func existing(conn: PostgresConnection, merchantId: String, key: String, fingerprint: [UInt8],
+                         lockMilliseconds: Int) throws -> State {
         guard let row = try conn.query("""
             SELECT request_fingerprint, recovery_point, resource_id, response_status, response_body,
                    COALESCE(locked_until > now(), false) AS locked,
@@ -57,13 +64,22 @@ enum KeyClaim {
         return .resume(recoveryPoint: try row.decode("recovery_point"), resourceId: try row.decodeIfPresent("resource_id"))
     }
 
+    static let finishSQL: SQL = """
+        UPDATE idempotency_keys SET response_status = $3, response_body = $4, finished_at = now(),
+               recovery_point = 'outcome_recorded', locked_until = NULL
+        WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
+        """
+
     /// Stores the final response (once; a finished key is never rewritten).
     static func finish(conn: PostgresConnection, merchantId: String, key: String, response: HTTPResponse) throws {
-        _ = try conn.execute("""
-            UPDATE idempotency_keys SET response_status = $3, response_body = $4, finished_at = now(),
-                   recovery_point = 'outcome_recorded', locked_until = NULL
-            WHERE merchant_id = $1 AND idempotency_key = $2 AND finished_at IS NULL
-            """, [merchantId, key, response.status, response.body])
+        _ = try conn.execute(finishSQL, [merchantId, key, response.status, response.body])
+    }
+
+    /// `finish` as the transaction's last statement, sent with its COMMIT (`executeAndCommit`): nothing may
+    /// run in the transaction after it. A lost answer is `transaction_commit_unknown` (the client's 503
+    /// `transaction_outcome_unknown`); a retry of the key then replays what committed or resumes.
+    static func finishAndCommit(conn: PostgresConnection, merchantId: String, key: String, response: HTTPResponse) throws {
+        _ = try conn.executeAndCommit(finishSQL, [merchantId, key, response.status, response.body])
     }
 }
 
@@ -72,16 +88,16 @@ struct PaymentRecord: Sendable {
     let paymentId: String
     let merchantId: String
     let sessionId: String
-    let status: PaymentStatus
-    let recoveryPoint: RecoveryPoint
+    var status: PaymentStatus
+    var recoveryPoint: RecoveryPoint
     let amountMinor: Int64
     let currencyCode: String
     let network: String?
     let last4: String?
     let expirationMonth: Int?
     let expirationYear: Int?
-    let processorReference: String?
-    let declineCode: String?
+    var processorReference: String?
+    var declineCode: String?
     let failureCode: String?
     let tokenErrorCode: String?
     let appleTransactionId: String?
@@ -113,6 +129,16 @@ struct PaymentRecord: Sendable {
         idempotencyKey = try row.decodeIfPresent("idempotency_key")
         createdAt = try row.decode("created_at")
         needsOperatorAt = try row.decodeIfPresent("needs_operator_at")
+    }
+
+    /// This pending row as phase 3's update of `status` will leave it (what `RETURNING` then shows).
+    func recorded(_ status: PaymentStatus, processorReference: String?, declineCode: String?) -> PaymentRecord {
+        var row = self
+        row.status = status
+        row.recoveryPoint = .outcomeRecorded
+        row.processorReference = processorReference
+        row.declineCode = declineCode
+        return row
     }
 
     static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false,
@@ -154,7 +180,7 @@ struct PaymentRecord: Sendable {
 }
 
 /// A payment as the API shows it (openapi.yaml): at most the last four digits.
-struct PaymentView: Encodable {
+struct PaymentView: Encodable, Equatable {
     let id: String
     let status: PaymentStatus
     let amountMinor: Int64

@@ -33,6 +33,18 @@ public struct DecryptorTokenVerifier: PaymentTokenVerifying {
 public protocol PaymentEventSubscriber: Sendable {
     /// Handles `event` on `conn` (inside the open transaction).
     func record(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws
+    /// `record`, also handing back the Wallet order of a succeeded payment when this subscriber made it, for the
+    /// response's `orderDetails` (so phase 3 does not read it back). By default: `record`, and no order.
+    func recordReportingOrder(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection,
+                              now: Date) throws -> WalletOrderDetails?
+}
+
+extension PaymentEventSubscriber {
+    public func recordReportingOrder(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection,
+                                     now: Date) throws -> WalletOrderDetails? {
+        try record(event, merchantId: merchantId, on: conn, now: now)
+        return nil
+    }
 }
 
 /// Fault injection for the crash tests (docs/reliability-security.md test 7): with

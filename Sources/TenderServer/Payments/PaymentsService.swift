@@ -117,6 +117,9 @@ public final class PaymentsService: Sendable {
         case proceed(PaymentRecord, DecryptedPaymentToken)
         /// A retry found the payment accepted or pending: continue from there.
         case resume(paymentId: String)
+        /// Phase 1 committed, but its payment insert conflicted (transactionId or session taken): the key is
+        /// still held by this request, and the refusal is recorded next (`recordConflict`).
+        case conflicted(Refusal, transactionId: String)
     }
 
     /// `POST /v1/checkout-sessions/{id}/payments`.
@@ -124,26 +127,43 @@ public final class PaymentsService: Sendable {
         // I2: the key's format is checked before anything touches the database.
         let key = try Idempotency.requiredKey(request)
         let sessionId = request.pathParameters["id"] ?? ""
-        let session = try authorizeSession(request, sessionId: sessionId)
+        let caller = try SessionAuthorizer(merchants: merchants).caller(request)
+        guard CheckoutSessionGate.isWellFormedId(sessionId) else { throw Self.sessionNotFound }
+        // A merchant's key names the merchant whose processing key decrypts the token; a client secret names
+        // none, so its session is read first (one round trip more for browsers paying with the secret).
+        let merchantId: String
+        switch caller {
+        case .merchant(let merchant): merchantId = merchant.merchantId
+        case .clientSecret: merchantId = try authorizeSession(caller, sessionId: sessionId).merchantId
+        }
         let command = try PaymentCommand.decode(request.body)
         let fingerprint = Idempotency.fingerprint(request)
         // Verification (ECDSA, chain, ECDH, a key-store read on a cache miss) holds no connection.
         let verified = Result { () throws(TokenError) in
-            try verifier.verifyAndDecrypt(tokenJSON: command.tokenJSON, merchantId: session.merchantId, now: clock())
+            try verifier.verifyAndDecrypt(tokenJSON: command.tokenJSON, merchantId: merchantId, now: clock())
         }
         let claim: Claim = try pool.transaction { conn in
-            switch try KeyClaim.claim(conn: conn, merchantId: session.merchantId, key: key, fingerprint: fingerprint,
-                                      lockMilliseconds: settings.keyLockMilliseconds) {
+            // One statement locks the session and claims the key under it (lock order: session, then key, as
+            // the outcome and the resolver take them); the caller is authorized before anything is kept.
+            guard let s = try conn.query(Self.claimSQL, [sessionId, key, fingerprint, settings.keyLockMilliseconds]).first,
+                  try s.decode("merchant_id", as: String.self) == merchantId else { throw Self.sessionNotFound }
+            try caller.authorize(merchantId: merchantId, clientSecretSHA256: try s.decode("client_secret_sha256"))
+            let state: KeyClaim.State = try s.decode("fresh", as: Bool.self) ? .fresh
+                : try KeyClaim.existing(conn: conn, merchantId: merchantId, key: key, fingerprint: fingerprint,
+                                        lockMilliseconds: settings.keyLockMilliseconds)
+            switch state {
             case .replay(let response): return .respond(response)
             case .resume(_, let resourceId?): return .resume(paymentId: resourceId)
             case .fresh, .resume(_, nil):
-                return try accept(conn: conn, sessionId: sessionId, key: key, command: command, verified: verified,
+                return try accept(conn: conn, session: s, sessionId: sessionId, key: key, command: command, verified: verified,
                                   requestID: request.requestID)
             }
         }
         switch claim {
         case .respond(let response):
             return response
+        case .conflicted(let refusal, let transactionId):
+            return try recordConflict(refusal, transactionId: transactionId)
         case .proceed(let payment, let decrypted):
             crash.reach(.afterAccepted)
             return try complete(payment, decrypted: decrypted)
@@ -152,35 +172,53 @@ public final class PaymentsService: Sendable {
         }
     }
 
+    static let sessionNotFound = PaymentProblems.notFound("session_not_found", "No such checkout session.")
+
     /// The session row and the caller's right to pay it: the merchant's API key, or the session's client secret.
     /// An unknown session is 404 for every caller here (openapi.yaml).
-    func authorizeSession(_ request: HTTPRequest, sessionId: String) throws -> SessionAccess {
-        let caller = try SessionAuthorizer(merchants: merchants).caller(request)
-        guard let session = try CheckoutSessionGate.load(id: sessionId, pool: pool) else {
-            throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
-        }
+    func authorizeSession(_ caller: SessionCaller, sessionId: String) throws -> SessionAccess {
+        guard let session = try CheckoutSessionGate.load(id: sessionId, pool: pool) else { throw Self.sessionNotFound }
         try caller.authorize(merchantId: session.merchantId, clientSecretSHA256: session.clientSecretSHA256)
         return SessionAccess(sessionId: sessionId, merchantId: session.merchantId)
     }
 
-    /// The session as phase 1 reads it, locked; the latest version says whether EMV was offered.
-    static let sessionForPaymentSQL: SQL = """
-        SELECT merchant_id, status, currency_code, total_minor, application_data_sha256,
-               (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, (extract(epoch FROM now()) * 1000)::bigint AS now_ms,
-               COALESCE((SELECT v.checkout::jsonb #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
-                         FROM checkout_session_versions v WHERE v.session_id = checkout_sessions.session_id
-                         ORDER BY v.version DESC LIMIT 1), false) AS supports_emv
-        FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
+    /// Phase 1's first statement: the session as the rules read it, locked, and the Idempotency-Key claimed
+    /// under that lock (`fresh`: inserted now, with its lock; else it existed and `KeyClaim.existing` reads it).
+    /// The latest version says whether EMV was offered. No session row: nothing is inserted.
+    static let claimSQL: SQL = """
+        WITH s AS (
+            SELECT merchant_id, status, currency_code, total_minor, application_data_sha256, client_secret_sha256,
+                   (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, (extract(epoch FROM now()) * 1000)::bigint AS now_ms,
+                   COALESCE((SELECT v.checkout::jsonb #> '{paymentRequest,merchantCapabilities}' ? 'supportsEMV'
+                             FROM checkout_session_versions v WHERE v.session_id = checkout_sessions.session_id
+                             ORDER BY v.version DESC LIMIT 1), false) AS supports_emv
+            FROM checkout_sessions WHERE session_id = $1 FOR UPDATE
+        ), k AS (
+            INSERT INTO idempotency_keys (merchant_id, idempotency_key, request_fingerprint, recovery_point, locked_until)
+            SELECT s.merchant_id, $2::text, $3::bytea, 'started', now() + $4::bigint * interval '1 millisecond' FROM s
+            ON CONFLICT DO NOTHING RETURNING 1
+        )
+        SELECT s.*, EXISTS (SELECT 1 FROM k) AS fresh FROM s
         """
+
+    /// A payment insert that found the transactionId or the session taken, after phase 1 committed with
+    /// the key still held by this request: the refusal (a `failed` payment, its event, the finished key) in a
+    /// transaction of its own. Should it not commit, the key's lock runs out and a retry resumes at the
+    /// accept, which conflicts again and records it then.
+    func recordConflict(_ refusal: Refusal, transactionId: String) throws -> HTTPResponse {
+        let claim = try pool.transaction { conn in
+            let seen = try conn.query("SELECT 1 AS seen FROM payments WHERE apple_transaction_id = $1", [transactionId]).first != nil
+            return try refusal.on(conn).record(PaymentAcceptance.refusalAfterConflict(transactionIdSeen: seen))
+        }
+        guard case .respond(let response) = claim else { throw PaymentProblems.internalError }
+        return response
+    }
 
     /// Phase 1 for a fresh key: the session under its lock, the rules (`PaymentAcceptance`) over it and
     /// the verified token, then the payment row claiming the transactionId. A refusal is recorded as a
     /// `failed` payment (with its event) and the key finished with its problem, all in this transaction.
-    func accept(conn: PostgresConnection, sessionId: String, key: String, command: PaymentCommand,
+    func accept(conn: PostgresConnection, session s: PostgresRow, sessionId: String, key: String, command: PaymentCommand,
                 verified: Result<DecryptedPaymentToken, TokenError>, requestID: String) throws -> Claim {
-        guard let s = try conn.query(Self.sessionForPaymentSQL, [sessionId]).first else {
-            throw PaymentProblems.notFound("session_not_found", "No such checkout session.")
-        }
         let merchantId: String = try s.decode("merchant_id")
         let currencyCode: String = try s.decode("currency_code")
         let totalMinor: Int64 = try s.decode("total_minor")
@@ -212,14 +250,14 @@ public final class PaymentsService: Sendable {
         let paymentId = Self.newId(prefix: "pay_")
         let transactionId = decrypted.token.transactionIdHex.lowercased()
         // Apple step 5: the transactionId claim is a unique constraint, decided atomically with the insert.
-        // One statement inserts the payment, points the key at it and returns the row (no re-read).
-        guard let payment = try conn.query(Self.acceptSQL, [
+        // One statement inserts the payment, points the key at it, returns the row (no re-read) and commits
+        // phase 1 in the same round trip. No row back: it conflicted, and the refusal gets its own transaction.
+        guard let payment = try conn.queryAndCommit(Self.acceptSQL, [
             paymentId, merchantId, sessionId, totalMinor, currencyCode, network, decrypted.paymentData.panLastFour,
             expiry?.month, expiry?.year, transactionId, ProcessorKey.authorization(paymentId: paymentId), key,
             command.tokenJSON, settings.keyLockMilliseconds,
         ]).first.map(PaymentRecord.init(row:)) else {
-            let seen = try conn.query("SELECT 1 AS seen FROM payments WHERE apple_transaction_id = $1", [transactionId]).first != nil
-            return try refusal.record(PaymentAcceptance.refusalAfterConflict(transactionIdSeen: seen))
+            return .conflicted(refusal, transactionId: transactionId)
         }
         return .proceed(payment, decrypted)
     }
@@ -307,7 +345,7 @@ public final class PaymentsService: Sendable {
         let outcome = authorize(payment, decrypted: decrypted)
         crash.reach(.afterProcessorCall)
         let response = try recordingOrHolding(.payment(payment.paymentId), outcome: outcome, merchantId: payment.merchantId,
-                                              idempotencyKey: payment.idempotencyKey)
+                                              idempotencyKey: payment.idempotencyKey, pending: payment)
         crash.reach(.afterOutcome)
         return response
     }
@@ -364,11 +402,18 @@ public final class PaymentsService: Sendable {
     /// An answer (`OutcomePhases.transition`) makes the payment final, marks the session paid on success,
     /// writes the event with its subscribers, in the same transaction; an unknown outcome leaves the
     /// payment pending and the key resumable (released, not finished).
-    func recordOutcome(paymentId: String, outcome answer: ProcessorOutcome?) throws -> HTTPResponse {
+    func recordOutcome(paymentId: String, outcome answer: ProcessorOutcome?, pending: PaymentRecord? = nil) throws -> HTTPResponse {
         // An authorization has no later channel that would settle an accepted one: it stays pending and is
         // re-sent with its key like an unknown one (no connector answers an authorization that way today).
         var outcome = answer
         if case .accepted? = answer { outcome = .unknown(reason: "processor_accepted") }
+        if let pending, outcome?.isAnswer == true, let outcome {
+            do {
+                return try pool.transaction { conn in try recordKnownOutcome(outcome, of: pending, on: conn) }
+            } catch OutcomeForecast.missed {
+                // The row was not as phase 1 left it (another holder moved it): rolled back, recorded as read.
+            }
+        }
         return try pool.transaction { conn in
             // A known answer is written with one conditional update that locks the session first and returns the
             // row; only when it finds the payment no longer pending (or the answer is unknown) is the row read and
@@ -400,17 +445,108 @@ public final class PaymentsService: Sendable {
             let orderDetails = payment.status == .succeeded ? try WalletOrders.details(forPayment: paymentId, on: conn) : nil
             let response = Self.paymentResponse(payment, orderDetails: orderDetails)
             if let key = payment.idempotencyKey, payment.status.isFinal {
-                try KeyClaim.finish(conn: conn, merchantId: payment.merchantId, key: key, response: response)
+                try KeyClaim.finishAndCommit(conn: conn, merchantId: payment.merchantId, key: key, response: response)
             }
             return response
         }
     }
 
+    /// Phase 3 for an answer, when the pending row is known as phase 1 returned it: the payment's new state
+    /// is worked out beforehand, so one statement locks the session, records the outcome and writes the outbox
+    /// event (its body the payment as GET will show it); then the subscribers, and the key's response with the
+    /// COMMIT. When the updated row differs from the forecast (no row: another holder recorded it; or a field
+    /// moved meanwhile) it throws `OutcomeForecast.missed`, so the transaction rolls back and the caller
+    /// records the outcome as read instead. An unknown answer is never forecast.
+    func recordKnownOutcome(_ outcome: ProcessorOutcome, of pending: PaymentRecord, on conn: PostgresConnection) throws -> HTTPResponse {
+        let forecast: PaymentRecord
+        let sql: SQL
+        let parameters: [any PostgresEncodable]
+        switch outcome {
+        case .approved(let reference, _):
+            forecast = pending.recorded(.succeeded, processorReference: reference, declineCode: nil)
+            sql = Self.approvedWithEventSQL
+            parameters = [pending.paymentId, reference]
+        case .declined(let code, let reference):
+            forecast = pending.recorded(.declined, processorReference: reference, declineCode: code)
+            sql = Self.declinedWithEventSQL
+            parameters = [pending.paymentId, code, reference]
+        case .unknown, .accepted:
+            preconditionFailure("only an answer is forecast")
+        }
+        let now = clock()
+        let view = PaymentView(forecast, amountRefundedMinor: 0)
+        guard let event = PaymentEvent.payment(forecast.status, Self.facts(forecast)),
+              let type = EventType(rawValue: event.typeName) else { throw OutcomeForecast.missed }
+        let row = try EventOutbox.Row(type, objectId: event.objectId, object: view, now: now)
+        guard let payment = try conn.query(sql, parameters + [row.eventId, row.type.rawValue, row.createdAt, row.body])
+                .first.map(PaymentRecord.init(row:)),
+              PaymentView(payment, amountRefundedMinor: 0) == view else { throw OutcomeForecast.missed }
+        EventOutbox.wakeDelivery(merchantId: payment.merchantId, on: conn)
+        // The payment was pending until this statement, so its Wallet order, if any, is the one a subscriber
+        // made just now: it says so, and the order is not read back.
+        var orderDetails: WalletOrderDetails?
+        for subscriber in subscribers {
+            if let made = try subscriber.recordReportingOrder(event, merchantId: payment.merchantId, on: conn, now: now) {
+                orderDetails = made
+            }
+        }
+        let response = Self.paymentResponse(payment, orderDetails: orderDetails)
+        if let key = payment.idempotencyKey {
+            try KeyClaim.finishAndCommit(conn: conn, merchantId: payment.merchantId, key: key, response: response)
+        }
+        return response
+    }
+
+    /// `approvedSQL` that also writes the outbox event ($3 id, $4 type, $5 time, $6 body) for the updated row.
+    static let approvedWithEventSQL: SQL = """
+        WITH locked AS (
+            SELECT 1 FROM checkout_sessions
+            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
+        ), updated AS (
+            UPDATE payments SET status = 'succeeded', processor_reference = $2, recovery_point = 'outcome_recorded',
+                   encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
+            WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
+            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
+                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
+                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+        ), paid AS (
+            UPDATE checkout_sessions SET status = 'paid', updated_at = now()
+            WHERE session_id = (SELECT session_id FROM updated) AND status = 'open'
+        ), event AS (
+            INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
+            SELECT $3::text, merchant_id, $4::text, payment_id, $5::timestamptz, $6::text FROM updated
+        )
+        SELECT * FROM updated
+        """
+
+    /// `declinedSQL` that also writes the outbox event ($4 id, $5 type, $6 time, $7 body) for the updated row.
+    static let declinedWithEventSQL: SQL = """
+        WITH locked AS (
+            SELECT 1 FROM checkout_sessions
+            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
+        ), updated AS (
+            UPDATE payments SET status = 'declined', decline_code = $2, processor_reference = $3,
+                   recovery_point = 'outcome_recorded', encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
+            WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
+            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
+                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
+                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+        ), event AS (
+            INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
+            SELECT $4::text, merchant_id, $5::text, payment_id, $6::timestamptz, $7::text FROM updated
+        )
+        SELECT * FROM updated
+        """
+
+    /// The facts of a payment's outcome event.
+    static func facts(_ payment: PaymentRecord) -> PaymentOutcomeFacts {
+        PaymentOutcomeFacts(paymentId: payment.paymentId, sessionId: payment.sessionId, amountMinor: payment.amountMinor,
+                            currencyCode: payment.currencyCode, processorReference: payment.processorReference)
+    }
+
     /// The event of a payment that just became final, to the outbox and the subscribers.
     func publishOutcome(of payment: PaymentRecord, on conn: PostgresConnection) throws {
-        let facts = PaymentOutcomeFacts(paymentId: payment.paymentId, sessionId: payment.sessionId, amountMinor: payment.amountMinor,
-                                        currencyCode: payment.currencyCode, processorReference: payment.processorReference)
-        guard let event = PaymentEvent.payment(payment.status, facts) else { return }
+        guard let event = PaymentEvent.payment(payment.status, Self.facts(payment)) else { return }
         // A payment result is written once, when the outcome is known: nothing is refunded yet.
         try publish(event, object: PaymentView(payment, amountRefundedMinor: 0), merchantId: payment.merchantId, on: conn)
     }
@@ -649,6 +785,21 @@ public final class PaymentsService: Sendable {
     }
 }
 
+extension ProcessorOutcome {
+    /// Approved or declined: the processor decided.
+    var isAnswer: Bool {
+        switch self {
+        case .approved, .declined: true
+        case .unknown, .accepted: false
+        }
+    }
+}
+
+/// A forecast of phase 3's row that the database did not confirm (`recordKnownOutcome`).
+enum OutcomeForecast: Error {
+    case missed
+}
+
 /// One page of a list (`{"data":[…],"hasMore":bool}`).
 struct ListPage<Item: Encodable>: Encodable {
     let data: [Item]
@@ -675,7 +826,7 @@ extension VerifiedTokenFacts {
 /// Records a refused payment (`failed`, with its reason and its `payment.failed` event) and finishes
 /// the key with the problem.
 struct Refusal {
-    let conn: PostgresConnection
+    var conn: PostgresConnection
     let service: PaymentsService
     let merchantId: String
     let sessionId: String
@@ -692,6 +843,13 @@ struct Refusal {
                   expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
                   apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
         """
+
+    /// The same refusal on another connection (the conflict's own transaction).
+    func on(_ other: PostgresConnection) -> Refusal {
+        var copy = self
+        copy.conn = other
+        return copy
+    }
 
     func record(_ refusal: PaymentRefusal, appleErrors: [ApplePayError] = []) throws -> PaymentsService.Claim {
         let paymentId = PaymentsService.newId(prefix: "pay_")

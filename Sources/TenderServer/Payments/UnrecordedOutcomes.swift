@@ -45,10 +45,10 @@ extension PaymentsService {
     /// client gets the pending state (202), as for an unknown outcome. Database trouble (503 classes)
     /// propagates: nothing can be counted then, and the claim already deferred the next attempt.
     func recordingOrHolding(_ subject: OutcomeSubject, outcome: ProcessorOutcome, merchantId: String,
-                            idempotencyKey: String?) throws -> HTTPResponse {
+                            idempotencyKey: String?, pending: PaymentRecord? = nil) throws -> HTTPResponse {
         do {
             switch subject {
-            case .payment(let id): return try recordOutcome(paymentId: id, outcome: outcome)
+            case .payment(let id): return try recordOutcome(paymentId: id, outcome: outcome, pending: pending)
             case .refund(let id): return try recordRefundOutcome(refundId: id, outcome: outcome)
             }
         } catch let error as PostgresError where TenderApp.problem(for: error).status == 503 {

@@ -51,17 +51,22 @@ enum WalletOrders {
     }
 
     /// Creates the order of a succeeded payment when its merchant has an active order-type identity;
-    /// does nothing otherwise or when the order exists. Runs inside the payment's transaction.
+    /// does nothing otherwise or when the order exists. Runs inside the payment's transaction. Returns the
+    /// payment's order (made now, or found), nil when it has none.
+    @discardableResult
     static func createForPayment(paymentId: String, sessionId: String, amountMinor: Int64, merchantId: String,
-                                 configuration: WalletConfiguration, on conn: PostgresConnection, now: Date) throws {
-        guard let typeIdentifier = try KeyStore.activeTypeIdentifier(merchantId: merchantId, kind: .orderType, on: conn),
-              try conn.query("SELECT 1 FROM wallet_orders WHERE payment_id = $1", [paymentId]).first == nil,
-              let merchant = try MerchantStore.merchant(id: merchantId, on: conn),
+                                 configuration: WalletConfiguration, on conn: PostgresConnection,
+                                 now: Date) throws -> WalletOrderDetails? {
+        guard let typeIdentifier = try KeyStore.activeTypeIdentifier(merchantId: merchantId, kind: .orderType, on: conn) else {
+            return nil
+        }
+        if let existing = try details(forPayment: paymentId, on: conn) { return existing }
+        guard let merchant = try MerchantStore.merchant(id: merchantId, on: conn),
               let checkoutText: String = try conn.query("""
                 SELECT v.checkout::text AS checkout FROM checkout_sessions s
                 JOIN checkout_session_versions v ON v.session_id = s.session_id AND v.version = s.version
                 WHERE s.session_id = $1
-                """, [sessionId]).first?.decode("checkout") else { return }
+                """, [sessionId]).first?.decode("checkout") else { return nil }
         let checkout: PricedCheckout
         do { checkout = try JSONCoding.decoder.decode(PricedCheckout.self, from: Data(checkoutText.utf8)) } catch {
             throw TenderError("checkout_row_invalid", "stored checkout does not decode")
@@ -81,6 +86,8 @@ enum WalletOrders {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
             """, [typeIdentifier, orderIdentifier, merchantId, paymentId, token, configuration.ordersWebServiceURL,
                   try encode(document), now])
+        return WalletOrderDetails(orderTypeIdentifier: typeIdentifier, orderIdentifier: orderIdentifier,
+                                  webServiceURL: configuration.ordersWebServiceURL, authenticationToken: token)
     }
 
     static func encode(_ document: OrderDocument) throws -> String {
@@ -145,15 +152,21 @@ struct WalletOrderSubscriber: PaymentEventSubscriber {
     let configuration: WalletConfiguration
 
     func record(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
+        _ = try recordReportingOrder(event, merchantId: merchantId, on: conn, now: now)
+    }
+
+    func recordReportingOrder(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection,
+                              now: Date) throws -> WalletOrderDetails? {
         switch event {
         case .paymentSucceeded(let p):
-            try WalletOrders.createForPayment(paymentId: p.paymentId, sessionId: p.sessionId, amountMinor: p.amountMinor,
-                                              merchantId: merchantId, configuration: configuration, on: conn, now: now)
+            return try WalletOrders.createForPayment(paymentId: p.paymentId, sessionId: p.sessionId, amountMinor: p.amountMinor,
+                                                     merchantId: merchantId, configuration: configuration, on: conn, now: now)
         case .refundSucceeded(let r):
             // The refund row was marked succeeded earlier in this transaction, so the sum includes it.
             try WalletOrders.refundSucceeded(paymentId: r.paymentId, on: conn, now: now)
+            return nil
         case .paymentDeclined, .paymentFailed, .refundFailed:
-            break
+            return nil
         }
     }
 }

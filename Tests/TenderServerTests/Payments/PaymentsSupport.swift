@@ -14,8 +14,13 @@ final class RecordingSink: PaymentEventSubscriber {
     let forward: (any PaymentEventSubscriber)?
     init(forwardingTo forward: (any PaymentEventSubscriber)? = nil) { self.forward = forward }
     func record(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection, now: Date) throws {
-        try forward?.record(event, merchantId: merchantId, on: conn, now: now)
+        _ = try recordReportingOrder(event, merchantId: merchantId, on: conn, now: now)
+    }
+    func recordReportingOrder(_ event: PaymentEvent, merchantId: String, on conn: PostgresConnection,
+                              now: Date) throws -> WalletOrderDetails? {
+        let made = try forward?.recordReportingOrder(event, merchantId: merchantId, on: conn, now: now)
         all.withLock { $0.append(event) }
+        return made ?? nil
     }
     /// The events that move money (what the finance ledger books).
     var events: [PaymentEvent] {
