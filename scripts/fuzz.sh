@@ -9,7 +9,8 @@ seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="$root/.build/fuzz"
 mkdir -p "$out/obj" "$out/corpus" "$out/artifacts"
-flags=(-parse-as-library -sanitize=fuzzer,address -O -g -wmo -swift-version 6 -enable-upcoming-feature ExistentialAny)
+# -package-name: `package` declarations (ApplePayToken's JSONReader) are visible only within a named package.
+flags=(-parse-as-library -sanitize=fuzzer,address -O -g -wmo -swift-version 6 -enable-upcoming-feature ExistentialAny -package-name tender)
 
 build_module() { # name, extra flags…
   local name="$1"; shift
