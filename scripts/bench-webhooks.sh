@@ -77,6 +77,10 @@ while :; do
 done
 finished=$(date +%s.%N)
 attempts=$(q -c "SELECT count(*) FROM webhook_delivery_attempts WHERE event_id LIKE 'evt_$tag%'")
+# Failed attempts by code: any at all means something besides this bench's server is delivering (a second
+# `tender serve` on this database refuses http targets: protocol_not_allowed) or the receiver broke.
+q -F ' ' -c "SELECT 'webhooks: failed attempts', error_code, count(*) FROM webhook_delivery_attempts
+             WHERE event_id LIKE 'evt_$tag%' AND error_code IS NOT NULL GROUP BY error_code" >&2
 # Commit-to-delivery latency at a steady rate: BENCH_WEBHOOK_STEADY_PER_S events a second (in commits of
 # a tenth of that every 100 ms) for BENCH_WEBHOOK_STEADY_SECONDS, measured from each event's transaction
 # start to its recorded delivery.

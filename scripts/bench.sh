@@ -59,6 +59,10 @@ if bench_wants healthz_vs_bare_mhd merchant_read_vs_pgbench_select checkout_upda
   if bench_wants checkout_update_vs_pgbench_tpcb; then
     part scripts/bench-checkout.sh "$port" "$key" "$serve_pid" "$out" "$duration"
   fi
+  # Stopped before the other parts: left running, its background services share the database with them
+  # (its webhook sender, which refuses http targets, claimed deliveries meant for the webhook bench).
+  kill -TERM "$serve_pid" 2>/dev/null || true
+  wait "$serve_pid" 2>/dev/null || true
 fi
 bench_wants tokens_vs_openssl_limit && part scripts/bench-tokens.sh
 bench_wants finance_record_vs_pgbench_tpcb && part scripts/bench-finance.sh
