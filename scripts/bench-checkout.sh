@@ -62,6 +62,7 @@ PY
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 t0=$(cpu_ticks "$server_pid")
+bench_checkpoint
 wrk -t2 -c"${BENCH_CHECKOUT_CONNECTIONS:-32}" -d"${duration}s" --latency -s "$out/checkout.lua" "http://127.0.0.1:$port" > "$out/wrk-checkout.txt"
 t1=$(cpu_ticks "$server_pid")
 rps=$(awk '/Requests\/sec/ {print $2}' "$out/wrk-checkout.txt")

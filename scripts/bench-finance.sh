@@ -19,11 +19,22 @@ seconds="${BENCH_SECONDS:-10}"
 clients="${BENCH_FINANCE_CLIENTS:-8}"
 "$bin" migrate >/dev/null
 echo
-result=$("$bin" finance-bench --record-seconds "$seconds" --clients "$clients")
-echo "$result"
-rate=$(awk '/^finance_record events_per_second/ {print $3}' <<<"$result")
-tpcb=$(bench_pgbench_tpcb "$clients" "$seconds")
-echo "pgbench TPC-B ($clients clients): $tpcb tps"
+# Rounds of (finance, TPC-B), each after a CHECKPOINT: the two sides alternate under the same conditions,
+# and the ratio is of their means.
+rounds="${BENCH_FINANCE_ROUNDS:-2}"
+rates=() tpcbs=()
+for round in $(seq 1 "$rounds"); do
+  bench_checkpoint
+  result=$("$bin" finance-bench --record-seconds "$seconds" --clients "$clients")
+  echo "$result (round $round)"
+  rates+=("$(awk '/^finance_record events_per_second/ {print $3}' <<<"$result")")
+  tpcbs+=("$(bench_pgbench_tpcb "$clients" "$seconds")")
+  echo "pgbench TPC-B ($clients clients): ${tpcbs[-1]} tps (round $round)"
+done
+mean() { python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]]; print(f"{sum(v) / len(v):.1f}")' "$@"; }
+rate=$(mean "${rates[@]}")
+tpcb=$(mean "${tpcbs[@]}")
+echo "finance: $rate events/s against TPC-B $tpcb tps (means of $rounds rounds)"
 bench_ratio finance_record_vs_pgbench_tpcb "$(bench_divide "$rate" "$tpcb")" 0.50
 if [ "${BENCH_FINANCE_FEED:-0}" = 1 ]; then
   "$bin" finance-bench --transactions "${FINANCE_BENCH_TRANSACTIONS:-100000}" \

@@ -17,6 +17,7 @@ bin="${TENDER_BIN:-.build/release/tender}"
 [ -x "$bin" ] || { echo "bench-payments: $bin not found (swift build -c release, or set TENDER_BIN)" >&2; exit 2; }
 $bin migrate >/dev/null
 status=0
+bench_checkpoint
 output=$($bin bench payments --database-url "$TENDER_DATABASE_URL" --seconds "${BENCH_SECONDS:-10}" 2>&1) || status=$?
 echo "$output"
 rate=$(sed -n 's/^payments: .*= \([0-9.]*\) payments\/s.*/\1/p' <<<"$output" | head -n 1)
