@@ -108,6 +108,13 @@ struct PaymentRecord: Sendable {
     /// leaves the payment to an operator.
     let needsOperatorAt: Date?
 
+    /// The columns `init(row:)` reads, in the order statements return them.
+    static let columns = """
+        payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4, \
+        expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code, \
+        apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+        """
+
     init(row: PostgresRow) throws {
         paymentId = try row.decode("payment_id")
         merchantId = try row.decode("merchant_id")
@@ -141,26 +148,17 @@ struct PaymentRecord: Sendable {
         return row
     }
 
+    static let loadSQL = SQL(unsafeSQL: "SELECT \(columns) FROM payments WHERE payment_id = $1", preparable: true)
+    static let loadForUpdateSQL = SQL(unsafeSQL: "SELECT \(columns) FROM payments WHERE payment_id = $1 FOR UPDATE", preparable: true)
+    static let loadForUpdateSkipLockedSQL = SQL(unsafeSQL: "SELECT \(columns) FROM payments WHERE payment_id = $1 FOR UPDATE SKIP LOCKED",
+                                                preparable: true)
+
     static func load(_ id: String, on conn: PostgresConnection, forUpdate: Bool = false,
                      skipLocked: Bool = false) throws -> PaymentRecord? {
-        let sql: SQL = switch (forUpdate, skipLocked) {
-        case (false, _): """
-            SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-               expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments WHERE payment_id = $1
-            """
-        case (true, false): """
-            SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-               expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-            FROM payments WHERE payment_id = $1 FOR UPDATE
-            """
-        case (true, true): """
-            SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-               expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-            FROM payments WHERE payment_id = $1 FOR UPDATE SKIP LOCKED
-            """
+        let sql = switch (forUpdate, skipLocked) {
+        case (false, _): loadSQL
+        case (true, false): loadForUpdateSQL
+        case (true, true): loadForUpdateSkipLockedSQL
         }
         return try conn.query(sql, [id]).first.map(PaymentRecord.init(row:))
     }

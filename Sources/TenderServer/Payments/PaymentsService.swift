@@ -308,37 +308,48 @@ public final class PaymentsService: Sendable {
     /// order of `lockSession`), the pending payment becomes `succeeded` and its session `paid`, returning the
     /// updated payment. The `status = 'pending'` condition is re-checked under the row lock, so an outcome
     /// already recorded by another holder returns no row (and is then read as it is).
-    static let approvedSQL: SQL = """
-        WITH locked AS (
-            SELECT 1 FROM checkout_sessions
-            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
-        ), updated AS (
-            UPDATE payments SET status = 'succeeded', processor_reference = $2, recovery_point = 'outcome_recorded',
-                   encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-            WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
-            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-        ), paid AS (
-            UPDATE checkout_sessions SET status = 'paid', updated_at = now()
-            WHERE session_id = (SELECT session_id FROM updated) AND status = 'open'
-        )
-        SELECT * FROM updated
-        """
+    static let approvedSQL = outcomeSQL(approvedAssignments, marksSessionPaid: true, eventParametersFrom: nil)
 
     /// Phase 3 for a decline, like `approvedSQL` (the session locked first; it stays open).
-    static let declinedSQL: SQL = """
-        WITH locked AS (
-            SELECT 1 FROM checkout_sessions
-            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
-        )
-        UPDATE payments SET status = 'declined', decline_code = $2, processor_reference = $3,
-               recovery_point = 'outcome_recorded', encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-        WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
-        RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-                  expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                  apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-        """
+    static let declinedSQL = outcomeSQL(declinedAssignments, marksSessionPaid: false, eventParametersFrom: nil)
+
+    static let approvedAssignments = "status = 'succeeded', processor_reference = $2"
+    static let declinedAssignments = "status = 'declined', decline_code = $2, processor_reference = $3"
+
+    /// The one shape of phase 3's conditional outcome write, from a fixed set of texts (so preparable): lock the
+    /// session, move the pending payment with `assignments`, optionally mark the session paid, and with
+    /// `eventParametersFrom: n` also write the outbox event from parameters $n…$n+3 (id, type, time, body).
+    private static func outcomeSQL(_ assignments: String, marksSessionPaid: Bool, eventParametersFrom first: Int?) -> SQL {
+        var text = """
+            WITH locked AS (
+                SELECT 1 FROM checkout_sessions
+                WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
+            ), updated AS (
+                UPDATE payments SET \(assignments), recovery_point = 'outcome_recorded',
+                       encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
+                WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
+                RETURNING \(PaymentRecord.columns)
+            )
+            """
+        if marksSessionPaid {
+            text += """
+                , paid AS (
+                    UPDATE checkout_sessions SET status = 'paid', updated_at = now()
+                    WHERE session_id = (SELECT session_id FROM updated) AND status = 'open'
+                )
+                """
+        }
+        if let first {
+            text += """
+                , event AS (
+                    INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
+                    SELECT $\(first)::text, merchant_id, $\(first + 1)::text, payment_id, $\(first + 2)::timestamptz,
+                           $\(first + 3)::text FROM updated
+                )
+                """
+        }
+        return SQL(unsafeSQL: text + "\nSELECT * FROM updated", preparable: true)
+    }
 
     /// Phases 2 and 3: the processor call, then the outcome.
     func complete(_ payment: PaymentRecord, decrypted: DecryptedPaymentToken) throws -> HTTPResponse {
@@ -498,45 +509,10 @@ public final class PaymentsService: Sendable {
     }
 
     /// `approvedSQL` that also writes the outbox event ($3 id, $4 type, $5 time, $6 body) for the updated row.
-    static let approvedWithEventSQL: SQL = """
-        WITH locked AS (
-            SELECT 1 FROM checkout_sessions
-            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
-        ), updated AS (
-            UPDATE payments SET status = 'succeeded', processor_reference = $2, recovery_point = 'outcome_recorded',
-                   encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-            WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
-            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-        ), paid AS (
-            UPDATE checkout_sessions SET status = 'paid', updated_at = now()
-            WHERE session_id = (SELECT session_id FROM updated) AND status = 'open'
-        ), event AS (
-            INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
-            SELECT $3::text, merchant_id, $4::text, payment_id, $5::timestamptz, $6::text FROM updated
-        )
-        SELECT * FROM updated
-        """
+    static let approvedWithEventSQL = outcomeSQL(approvedAssignments, marksSessionPaid: true, eventParametersFrom: 3)
 
     /// `declinedSQL` that also writes the outbox event ($4 id, $5 type, $6 time, $7 body) for the updated row.
-    static let declinedWithEventSQL: SQL = """
-        WITH locked AS (
-            SELECT 1 FROM checkout_sessions
-            WHERE session_id = (SELECT session_id FROM payments WHERE payment_id = $1) FOR UPDATE
-        ), updated AS (
-            UPDATE payments SET status = 'declined', decline_code = $2, processor_reference = $3,
-                   recovery_point = 'outcome_recorded', encrypted_token = NULL, next_resolve_at = NULL, updated_at = now()
-            WHERE payment_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM locked)
-            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-        ), event AS (
-            INSERT INTO events (event_id, merchant_id, event_type, object_id, created_at, body)
-            SELECT $4::text, merchant_id, $5::text, payment_id, $6::timestamptz, $7::text FROM updated
-        )
-        SELECT * FROM updated
-        """
+    static let declinedWithEventSQL = outcomeSQL(declinedAssignments, marksSessionPaid: false, eventParametersFrom: 4)
 
     /// The facts of a payment's outcome event.
     static func facts(_ payment: PaymentRecord) -> PaymentOutcomeFacts {
