@@ -251,9 +251,13 @@ extension TenderApp {
             let version = session.version + 1
             let responseJSON = String(decoding: body, as: UTF8.self)
             let checkoutJSON = try CheckoutJSON.bytes(next, inputsJSON: latest.inputsJSON)
-            try CheckoutStore.appendAndCommit(sessionId: sessionId, version: version, event: event.rawValue, totalMinor: next.totalMinor,
-                                              checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
-                                              inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
+            // The row is locked at `version - 1`, open and unexpired (checked above): the conditional write
+            // stores. Should it not, nothing was written and the update is refused as for a moved session.
+            guard try CheckoutStore.appendIfCurrentAndCommit(sessionId: sessionId, version: version, event: event.rawValue,
+                                                             totalMinor: next.totalMinor,
+                                                             checkoutJSON: String(decoding: checkoutJSON, as: UTF8.self),
+                                                             inputSHA256: inputHash, responseJSON: responseJSON, on: conn)
+            else { throw CheckoutProblems.sessionNotOpen }
             return .updated(body: body, version: version,
                             cached: CachedSessionVersion(event: event.rawValue, inputSHA256: inputHash,
                                                          responseJSON: responseJSON, checkout: next,

@@ -98,26 +98,12 @@ enum CheckoutStore {
                              responseJSON: try row.decodeIfPresent("response"))
     }
 
-    /// Stores the next version, moves the session to it and commits: the update's last statement, sent with
-    /// its COMMIT in one round trip (`executeAndCommit`), so the session's row lock ends with it.
-    static func appendAndCommit(sessionId: String, version: Int, event: String, totalMinor: Int64, checkoutJSON: String,
-                                inputSHA256: [UInt8], responseJSON: String, on conn: PostgresConnection) throws {
-        try conn.executeAndCommit("""
-            WITH v AS (
-                INSERT INTO checkout_session_versions (session_id, version, event, total_minor, checkout,
-                                                       input_sha256, response)
-                VALUES ($1, $2, $3, $4, $5, $6, $7)
-            )
-            UPDATE checkout_sessions SET version = $2, total_minor = $4, updated_at = now()
-            WHERE session_id = $1 AND version = $2 - 1
-            """, [sessionId, version, event, totalMinor, checkoutJSON, inputSHA256, responseJSON])
-    }
-
     /// Stores `version` and moves the session to it only if the row is still at `version - 1`, open and
     /// before its expiry (the conditions `CheckoutSessionState.updateRefusal` accepts, on PostgreSQL's
     /// clock), and commits: one statement, one round trip with its BEGIN and COMMIT. False when the row
     /// has moved on or stopped accepting updates; then nothing was written. A concurrent writer's lock is
-    /// waited for and the conditions are checked again on the row it left.
+    /// waited for and the conditions are checked again on the row it left. Under the session's lock (the
+    /// locked way) the conditions are the ones just checked, on the same transaction's clock, so it stores.
     static func appendIfCurrentAndCommit(sessionId: String, version: Int, event: String, totalMinor: Int64, checkoutJSON: String,
                                          inputSHA256: [UInt8], responseJSON: String, on conn: PostgresConnection) throws -> Bool {
         try conn.executeAndCommit("""
