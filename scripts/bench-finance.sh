@@ -31,7 +31,14 @@ for round in $(seq 1 "$rounds"); do
   tpcbs+=("$(bench_pgbench_tpcb "$clients" "$seconds")")
   echo "pgbench TPC-B ($clients clients): ${tpcbs[-1]} tps (round $round)"
 done
-mean() { python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]]; print(f"{sum(v) / len(v):.1f}")' "$@"; }
+mean() {  # "nan" when a round printed no figure (bench_divide then prints nan too)
+  python3 -c 'import sys
+try:
+    v = [float(x) for x in sys.argv[1:]]
+    print(f"{sum(v) / len(v):.1f}")
+except (ValueError, ZeroDivisionError):
+    print("nan")' "$@"
+}
 rate=$(mean "${rates[@]}")
 tpcb=$(mean "${tpcbs[@]}")
 echo "finance: $rate events/s against TPC-B $tpcb tps (means of $rounds rounds)"

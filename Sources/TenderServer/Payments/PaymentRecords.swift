@@ -163,10 +163,8 @@ struct PaymentRecord: Sendable {
         return try conn.query(sql, [id]).first.map(PaymentRecord.init(row:))
     }
 
-    static let listSQL: SQL = """
-        SELECT payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-               expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-               apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at FROM payments
+    static let listSQL = SQL(unsafeSQL: """
+        SELECT \(PaymentRecord.columns) FROM payments
         WHERE merchant_id = $1
           AND ($2::text IS NULL OR session_id = $2)
           AND ($3::text IS NULL OR status = $3)
@@ -174,7 +172,7 @@ struct PaymentRecord: Sendable {
                (SELECT created_at, payment_id FROM payments WHERE payment_id = $4 AND merchant_id = $1))
         ORDER BY created_at DESC, payment_id DESC
         LIMIT $5
-        """
+        """, preparable: true)
 }
 
 /// A payment as the API shows it (openapi.yaml): at most the last four digits.

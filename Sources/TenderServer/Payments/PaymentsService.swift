@@ -286,7 +286,7 @@ public final class PaymentsService: Sendable {
 
     /// Phase 1's insert: the payment (`accepted`), the key's move to `accepted` with its resource id, and
     /// the new row, in one round trip. No row back means the insert conflicted (transactionId or session).
-    static let acceptSQL: SQL = """
+    static let acceptSQL = SQL(unsafeSQL: """
         WITH inserted AS (
             INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
                                   network, last4, expiration_month, expiration_year, apple_transaction_id, processor_key,
@@ -294,15 +294,13 @@ public final class PaymentsService: Sendable {
             VALUES ($1, $2, $3, 'pending', 'accepted', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
                     now() + $14 * interval '1 millisecond')
             ON CONFLICT DO NOTHING
-            RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-                      expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                      apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
+            RETURNING \(PaymentRecord.columns)
         ), claimed AS (
             UPDATE idempotency_keys SET recovery_point = 'accepted', resource_id = $1
             WHERE merchant_id = $2 AND idempotency_key = $12 AND EXISTS (SELECT 1 FROM inserted)
         )
         SELECT * FROM inserted
-        """
+        """, preparable: true)
 
     /// Phase 3 for an approval: the session locked (CTE `locked`, before the payment row: the lock
     /// order of `lockSession`), the pending payment becomes `succeeded` and its session `paid`, returning the
@@ -313,8 +311,8 @@ public final class PaymentsService: Sendable {
     /// Phase 3 for a decline, like `approvedSQL` (the session locked first; it stays open).
     static let declinedSQL = outcomeSQL(declinedAssignments, marksSessionPaid: false, eventParametersFrom: nil)
 
-    static let approvedAssignments = "status = 'succeeded', processor_reference = $2"
-    static let declinedAssignments = "status = 'declined', decline_code = $2, processor_reference = $3"
+    private static let approvedAssignments = "status = 'succeeded', processor_reference = $2"
+    private static let declinedAssignments = "status = 'declined', decline_code = $2, processor_reference = $3"
 
     /// The one shape of phase 3's conditional outcome write, from a fixed set of texts (so preparable): lock the
     /// session, move the pending payment with `assignments`, optionally mark the session paid, and with
@@ -811,14 +809,12 @@ struct Refusal {
     let currencyCode: String
     let requestID: String
 
-    static let insertSQL: SQL = """
+    static let insertSQL = SQL(unsafeSQL: """
         INSERT INTO payments (payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code,
                               failure_code, token_error_code, processor_key, idempotency_key)
         VALUES ($1, $2, $3, 'failed', 'outcome_recorded', $4, $5, $6, $7, $8, $9)
-        RETURNING payment_id, merchant_id, session_id, status, recovery_point, amount_minor, currency_code, network, last4,
-                  expiration_month, expiration_year, processor_reference, decline_code, failure_code, token_error_code,
-                  apple_transaction_id, processor_key, idempotency_key, created_at, needs_operator_at
-        """
+        RETURNING \(PaymentRecord.columns)
+        """, preparable: true)
 
     /// The same refusal on another connection (the conflict's own transaction).
     func on(_ other: PostgresConnection) -> Refusal {
